@@ -1,0 +1,213 @@
+"""The ``nxgates`` command line. Exit codes follow pytest: 0 pass, 1 fail, 2 usage, 3 internal, 130 Ctrl-C."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from nxgates import __version__
+from nxgates.errors import (
+    EXIT_FAIL,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    ConfigError,
+    NxError,
+)
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class NxGroup(click.Group):
+    """A click group whose every failure is one line on stderr with a documented exit code."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D401
+        debug = "--debug" in (sys.argv[1:] if args is None else list(args))
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "nxgates", complete_var=complete_var,
+                              standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except click.exceptions.Exit as exc:
+            code = exc.exit_code
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            click.echo("nxgates: interrupted", err=True)
+            code = EXIT_INTERRUPTED
+        except click.ClickException as exc:
+            click.echo(f"nxgates: error: {_one_line(exc.format_message())}", err=True)
+            code = EXIT_USAGE
+        except NxError as exc:
+            click.echo(f"nxgates: error: {_one_line(str(exc))}", err=True)
+            code = exc.exit_code
+        except Exception as exc:  # a bug in nxgates itself
+            if debug:
+                traceback.print_exc()
+            click.echo(f"nxgates: internal error: {type(exc).__name__}: {_one_line(str(exc))}"
+                       " (run with --debug for the traceback)", err=True)
+            code = EXIT_INTERNAL
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+@click.group(cls=NxGroup, context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version", prog_name="nxgates")
+def cli() -> None:
+    """Run the NX gates: small programs that prove one property of numerical training code.
+
+    \b
+    Exit codes: 0 every check passed, 1 a check failed or a gate timed out,
+    2 usage or configuration error, 3 internal error (a bug), 130 interrupted.
+
+    \b
+    Examples:
+      nxgates list
+      nxgates show lora
+      nxgates run all
+      nxgates run lora --set DM=64 --set R=4 --json report.json
+    """
+
+
+def _config_option(f):
+    return click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+                        help="Gate registry to use instead of ./gates.toml or the packaged one.")(f)
+
+
+def _registry(config: str | None):
+    from nxgates import registry
+
+    return registry.load(config)
+
+
+@cli.command("list")
+@_config_option
+def list_cmd(config: str | None) -> None:
+    """List the gates: name, aliases and what each proves."""
+    reg = _registry(config)
+    rows = [(e.name, ", ".join(e.aliases) or "-", e.description) for e in reg.gates.values()]
+    width = [max(len(r[i]) for r in rows + [("GATE", "ALIASES", "")]) for i in range(2)]
+    click.echo(f"{'GATE':<{width[0]}}  {'ALIASES':<{width[1]}}  DESCRIPTION")
+    for name, aliases, desc in rows:
+        click.echo(f"{name:<{width[0]}}  {aliases:<{width[1]}}  {desc}")
+
+
+@cli.command("show")
+@click.argument("gate")
+@_config_option
+def show_cmd(gate: str, config: str | None) -> None:
+    """Show a gate's parameters, presets, checks and injectable faults."""
+    entry = _registry(config).resolve(gate)
+    g = entry.gate
+    click.echo(f"{entry.name}: {entry.description}")
+    if entry.aliases:
+        click.echo(f"aliases: {', '.join(entry.aliases)}")
+    click.echo("parameters (--set KEY=VALUE):")
+    for key, spec in g.params.items():
+        click.echo(f"  {key:<12} default {entry.defaults[key]!s:<8} {spec.describe():<24} {spec.doc}")
+    click.echo("presets (--preset NAME):")
+    for name, values in entry.presets.items():
+        shown = " ".join(f"{k}={v}" for k, v in values.items()) or "(the defaults: the seed's sizes)"
+        click.echo(f"  {name:<12} {shown}")
+    click.echo("checks:")
+    for check in g.checks:
+        click.echo(f"  {check}")
+    click.echo("faults (--inject FAULT):")
+    for fault, doc in g.faults.items():
+        click.echo(f"  {fault:<18} {doc}")
+    if not g.faults:
+        click.echo("  (none)")
+
+
+@cli.command("run")
+@click.argument("gates", nargs=-1, required=True)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a parameter (repeatable; GATE.KEY=VALUE targets one gate).")
+@click.option("--preset", default=None, metavar="NAME", help="Parameter preset (see `nxgates show GATE`).")
+@_config_option
+@click.option("--json", "json_path", default=None, metavar="PATH",
+              help="Write the JSON report here ('-' = stdout; the human report then goes to stderr).")
+@click.option("--junit", "junit_path", default=None, metavar="PATH", help="Write a JUnit XML report here.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only FAIL lines and verdicts.")
+@click.option("-v", "--verbose", is_flag=True, help="Print per-cell detail.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run each gate N times; FAIL unless every run agrees (flake hunting).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              metavar="SECONDS", help="Per-gate time limit; a gate past it FAILs (timed out).")
+@click.option("--inject", "fault", default=None, metavar="FAULT",
+              help="Plant a named defect; the gate must then FAIL (see `nxgates show GATE`).")
+@click.option("--executor", default=None, metavar="NAME",
+              help="Shorthand for --set executor=NAME (gates with a worker pool: thread|process).")
+@click.option("--save-grads", default=None, metavar="PATH",
+              help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
+@click.option("--compare-grads", default=None, metavar="PATH",
+              help="parallel-grad: add check T4, gradients bit-identical to a saved .npy.")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
+            json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
+            timeout: float, fault: str | None, executor: str | None, save_grads: str | None,
+            compare_grads: str | None, debug: bool) -> int:
+    """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
+    from nxgates import registry, reports
+    from nxgates.render import Renderer, RichProgress
+    from nxgates.runner import exit_code, run_repeated
+
+    if quiet and verbose:
+        raise ConfigError("-q/--quiet and -v/--verbose cannot be combined")
+    reg = _registry(config)
+    entries = reg.select(gates)
+    if executor is not None:
+        sets = (*sets, f"executor={executor}")
+    params = registry.effective_params(entries, preset, sets)
+    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads}
+    for opt, flag in (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads")):
+        if options[opt] is not None:
+            takers = [e for e in entries if opt in e.gate.options]
+            if not takers:
+                raise ConfigError(f"{flag} applies to none of: {', '.join(e.name for e in entries)}")
+    if fault is not None:
+        for e in entries:
+            if fault not in e.gate.faults:
+                known = ", ".join(e.gate.faults) or "none"
+                raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
+    reports.check_writable(json_path, "--json")
+    reports.check_writable(junit_path, "--junit")
+
+    human = sys.stderr if json_path == "-" else sys.stdout
+    renderer = Renderer(human, quiet=quiet, verbose=verbose)
+    done = []
+    interrupted = False
+    try:
+        for e in entries:
+            progress = RichProgress(human) if renderer.console is not None else None
+            report = run_repeated(e, params[e.name], repeat, fault=fault, timeout=timeout, progress=progress,
+                                  options={k: v for k, v in options.items() if k in e.gate.options})
+            done.append(report)
+            renderer.gate(report)
+            if report.traceback and debug:
+                click.echo(report.traceback, err=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        click.echo("nxgates: interrupted; writing the reports of finished gates", err=True)
+    renderer.summary(done)
+    if json_path == "-":
+        click.echo(reports.json_text(done, interrupted), nl=False)
+    elif json_path:
+        reports.write_text(json_path, reports.json_text(done, interrupted), "--json")
+    if junit_path:
+        reports.write_text(junit_path, reports.junit_text(done), "--junit")
+    if interrupted:
+        return EXIT_INTERRUPTED
+    code = exit_code(done)
+    if code == EXIT_INTERNAL:
+        click.echo("nxgates: internal error in a gate (run with --debug for the traceback)", err=True)
+    return code if done else EXIT_FAIL
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,44 @@
+"""Estimate-before-allocate: refuse sizes the machine cannot hold instead of dying mid-run."""
+
+from __future__ import annotations
+
+import os
+
+from nxgates.errors import ResourceError
+
+#: fraction of currently available memory one gate may plan to use
+BUDGET_FRACTION = 0.5
+
+
+def available_bytes() -> int:
+    """MemAvailable from /proc/meminfo, falling back to total physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def require(nbytes: int, what: str) -> None:
+    """Raise :class:`ResourceError` when ``nbytes`` exceeds the memory budget."""
+    budget = int(available_bytes() * BUDGET_FRACTION)
+    if nbytes > budget:
+        raise ResourceError(
+            f"{what} needs about {fmt_bytes(nbytes)} but the memory budget is {fmt_bytes(budget)} "
+            f"(half of the memory available now); use smaller sizes"
+        )
+
+
+def fmt_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{value:.1f} TiB"

@@ -1,0 +1,123 @@
+"""Q20 fixed-point integer kernels with C semantics and no silent int64 wrap-around.
+
+The NX seeds compute in i64 with C's division, which truncates toward zero. numpy's ``//`` floors, and
+numpy's int64 arithmetic wraps silently on overflow. Every kernel here therefore
+
+* divides with :func:`tdiv` (truncation toward zero), and
+* proves, before it multiplies or sums, that no product and no partial sum can leave
+  ``(-LIMIT, LIMIT)``: it bounds ``sum |a| * |b|`` in float64 (relative error far below the factor-2
+  margin between ``LIMIT = 2**62`` and int64's ``2**63``). If the bound fails it raises
+  :class:`Q20Overflow` instead of returning a wrapped number.
+
+Integer addition is associative, so once the bound holds the order of accumulation cannot change a
+result: the vectorised kernels give exactly the numbers of the seed's scalar loops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+S = 1 << 20  #: one in Q20
+LIMIT = float(1 << 62)  #: every |intermediate| stays strictly below this
+_CHUNK_ELEMENTS = 1 << 22  #: cap on temporary int64 elements in per-term kernels (32 MiB)
+
+
+class Q20Overflow(ArithmeticError):
+    """An int64 intermediate would leave the checked range; ``what`` names the computation."""
+
+    def __init__(self, what: str, bound: float):
+        super().__init__(f"int64 overflow guard tripped in {what} (|value| could reach {bound:.3g} >= 2^62)")
+        self.what = what
+        self.bound = bound
+
+
+def as_q(a: np.ndarray | list | int) -> np.ndarray:
+    """An int64 array; refuses floats so a float never sneaks into the integer path."""
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"Q20 kernels take integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def check_bound(bound: float | np.floating, what: str) -> None:
+    """Raise :class:`Q20Overflow` unless ``bound`` (an upper bound of |value|) is below ``LIMIT``."""
+    if not bound < LIMIT:  # also catches NaN / inf
+        raise Q20Overflow(what, float(bound))
+
+
+def abs_f64(a: np.ndarray) -> np.ndarray:
+    return np.abs(a.astype(np.float64))
+
+
+def tdiv(a: np.ndarray | int, d: int) -> np.ndarray:
+    """C division by a positive int: truncates toward zero (``tdiv(-3, 2) == -1``, numpy's ``//`` gives -2)."""
+    if d <= 0:
+        raise ValueError("tdiv divides by a positive integer")
+    a = as_q(a)
+    q = np.abs(a) // d  # |a| < 2^62 by the callers' guards, so np.abs cannot wrap
+    return np.where(a < 0, -q, q)
+
+
+def mul(a: np.ndarray, b: np.ndarray, what: str = "mul") -> np.ndarray:
+    """Element-wise (broadcasting) product, checked."""
+    a, b = as_q(a), as_q(b)
+    if a.size and b.size:
+        check_bound(np.max(abs_f64(a)) * np.max(abs_f64(b)), what)
+    return a * b
+
+
+def add(a: np.ndarray, b: np.ndarray, what: str = "add") -> np.ndarray:
+    """Element-wise sum, checked."""
+    a, b = as_q(a), as_q(b)
+    if a.size and b.size:
+        check_bound(np.max(abs_f64(a)) + np.max(abs_f64(b)), what)
+    return a + b
+
+
+def total(a: np.ndarray, axis: int | tuple[int, ...] | None = None, what: str = "sum") -> np.ndarray:
+    """Sum along ``axis``, checked: the sum of |terms| bounds every partial sum in any order."""
+    a = as_q(a)
+    if a.size:
+        check_bound(np.max(np.sum(abs_f64(a), axis=axis)), what)
+    return np.sum(a, axis=axis, dtype=np.int64)
+
+
+def sum_squares(y: np.ndarray, axis: int | tuple[int, ...] | None = None, what: str = "sum of squares"):
+    """``sum y*y`` (the seed's loss, left in Q40), checked."""
+    y = as_q(y)
+    if y.size:
+        check_bound(np.max(np.sum(np.square(abs_f64(y)), axis=axis)), what)
+    return np.sum(y * y, axis=axis, dtype=np.int64)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, what: str = "matmul") -> np.ndarray:
+    """``a @ b`` rescaled once per sum: ``tdiv(sum_k a[i,k]*b[k,j], S)`` (the seed's forward)."""
+    return tdiv(matmul_raw(a, b, what), S)
+
+
+def matmul_raw(a: np.ndarray, b: np.ndarray, what: str = "matmul") -> np.ndarray:
+    """``a @ b`` exactly, not rescaled; callers that re-divide perturbed sums keep this."""
+    a, b = as_q(a), as_q(b)
+    if a.size and b.size:
+        check_bound(np.max(abs_f64(a) @ abs_f64(b)), what)
+    return a @ b
+
+
+def matmul_per_term(a: np.ndarray, b: np.ndarray, what: str = "matmul per term") -> np.ndarray:
+    """``sum_k tdiv(a[i,k]*b[k,j], S)``: each product rescaled before accumulating (the seed's backward).
+
+    Works in chunks of k so the (m, k, n) temporary stays bounded whatever the size.
+    """
+    a, b = as_q(a), as_q(b)
+    m, k = a.shape
+    k2, n = b.shape
+    if k != k2:
+        raise ValueError(f"matmul_per_term shapes {a.shape} @ {b.shape}")
+    if a.size and b.size:
+        check_bound(np.max(abs_f64(a) @ abs_f64(b)), what)  # bounds every product and every partial sum
+    out = np.zeros((m, n), dtype=np.int64)
+    step = max(1, _CHUNK_ELEMENTS // max(1, m * n))
+    for k0 in range(0, k, step):
+        terms = a[:, k0 : k0 + step, None] * b[None, k0 : k0 + step, :]
+        out += np.sum(tdiv(terms, S), axis=1)
+    return out

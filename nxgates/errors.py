@@ -1,0 +1,27 @@
+"""Errors that end a run with a one-line message and a documented exit code (never a traceback)."""
+
+from __future__ import annotations
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+
+class NxError(Exception):
+    """The user's input or configuration cannot be run: exit 2 with this message."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(NxError):
+    """gates.toml, a --set value, a preset or another option is wrong."""
+
+
+class ResourceError(NxError):
+    """The requested sizes would overflow int64 or need more memory than this machine has."""
+
+
+class GateTimeout(Exception):
+    """A gate ran past its --timeout; the runner reports it as a failed gate (exit 1)."""

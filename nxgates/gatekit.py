@@ -1,0 +1,163 @@
+"""What a gate module declares (parameters, checks, faults) and what its run produces.
+
+A gate is one module under ``nxgates/gates/`` exposing ``GATE = GateDef(...)``; gates.toml gives its
+defaults and presets. The runner, the CLI and the reports see a gate only through these types.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nxgates.errors import ConfigError, GateTimeout
+
+ParamValue = int | str
+
+
+@dataclass(frozen=True)
+class IntParam:
+    """An integer parameter with an inclusive range; ``--set`` values must parse as base-10 integers."""
+
+    doc: str
+    min: int = 1
+    max: int = 1 << 31
+
+    kind = "int"
+
+    def parse(self, key: str, text: str) -> int:
+        text = text.strip()
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise ConfigError(f"{key} takes an integer, got {text!r}") from None
+        return self.check(key, value)
+
+    def check(self, key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} takes an integer, got {value!r}")
+        if not self.min <= value <= self.max:
+            raise ConfigError(f"{key}={value} is out of range [{self.min}, {self.max}]")
+        return value
+
+    def describe(self) -> str:
+        return f"int in [{self.min}, {self.max}]"
+
+
+@dataclass(frozen=True)
+class ChoiceParam:
+    """A string parameter restricted to named choices."""
+
+    doc: str
+    choices: tuple[str, ...]
+
+    kind = "str"
+
+    def parse(self, key: str, text: str) -> str:
+        return self.check(key, text.strip())
+
+    def check(self, key: str, value: Any) -> str:
+        if not isinstance(value, str) or value not in self.choices:
+            raise ConfigError(f"{key} must be one of {', '.join(self.choices)}, got {value!r}")
+        return value
+
+    def describe(self) -> str:
+        return "one of " + "|".join(self.choices)
+
+
+Param = IntParam | ChoiceParam
+
+
+@dataclass
+class Check:
+    """One PASS/FAIL line of a gate."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Line:
+    """An information line; ``level`` is ``info`` (always), ``detail`` (hidden by -q) or ``verbose`` (-v)."""
+
+    text: str
+    level: str = "info"
+
+
+class Progress:
+    """Progress reporting seen by gates; the CLI swaps in a rich bar on a terminal. The default is silent."""
+
+    def start(self, label: str, total: int) -> None:
+        """Begin a unit of work of ``total`` steps."""
+
+    def advance(self, steps: int = 1) -> None:
+        """Record ``steps`` more steps done."""
+
+    def stop(self) -> None:
+        """End the current unit of work."""
+
+
+@dataclass
+class RunContext:
+    """Everything a gate run gets from the runner."""
+
+    params: dict[str, ParamValue]
+    fault: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    deadline: float | None = None
+    progress: Progress = field(default_factory=Progress)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the gate's deadline (None: no deadline)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def check_time(self) -> None:
+        """Called between units of work: raises :class:`GateTimeout` once the deadline has passed."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise GateTimeout("timed out")
+
+
+@dataclass
+class GateOutput:
+    """What a gate run reports: ordered lines and checks, metrics for JSON, the verdict texts."""
+
+    items: list[Line | Check] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    green: str = "GREEN"
+    red: str = "RED"
+    digest: str = ""  #: a stable fingerprint of the numbers, compared across --repeat runs
+
+    def info(self, text: str) -> None:
+        self.items.append(Line(text, "info"))
+
+    def detail(self, text: str) -> None:
+        self.items.append(Line(text, "detail"))
+
+    def verbose(self, text: str) -> None:
+        self.items.append(Line(text, "verbose"))
+
+    def check(self, name: str, passed: bool, detail: str = "", seconds: float = 0.0) -> Check:
+        c = Check(name, bool(passed), detail, seconds)
+        self.items.append(c)
+        return c
+
+    @property
+    def checks(self) -> list[Check]:
+        return [i for i in self.items if isinstance(i, Check)]
+
+
+@dataclass(frozen=True)
+class GateDef:
+    """A gate module's declaration. ``run`` must be deterministic for given params and fault."""
+
+    params: dict[str, Param]
+    checks: tuple[str, ...]
+    run: Callable[[RunContext], GateOutput]
+    faults: dict[str, str] = field(default_factory=dict)
+    #: cross-parameter validation and resource estimates; raises ConfigError / ResourceError
+    validate: Callable[[dict[str, ParamValue]], None] = lambda params: None
+    #: extra `run` options this gate understands (e.g. save_grads), beyond --set/--preset
+    options: tuple[str, ...] = ()

@@ -1,0 +1,324 @@
+"""LoRA gradcheck in Q20 integers: the seed ``nx_intfp_lora_gradcheck_gate.nx``, number for number.
+
+Model: ``y = x@W + (x@A)@B`` with the base ``W`` frozen and the adapter ``A`` (DM x R), ``B`` (R x DM)
+trainable; loss ``L = sum y^2`` (left in Q40, as the seed). The analytic adapter gradients are checked
+against central differences ``num = (L(+delta) - L(-delta)) / (2 delta)``, cell by cell.
+
+Two gradcheck algorithms give the same integers:
+
+* ``naive`` is the seed's: a whole forward per perturbation, O(T*DM^2) each, 2*ncell of them.
+* ``fast`` re-divides only what a perturbation moves: ``x@W`` is frozen; moving ``A[i,k]`` moves only
+  column k of the unrounded ``x@A`` sums, hence ``h[:,k]``, hence each ``y[t,j]`` through the single term
+  ``h[t,k]*B[k,j]``; moving ``B[k,j]`` moves only column j. Keeping the unrounded sums and re-applying the
+  same truncating division reproduces every rounding of the naive path, in O(T*DM) per perturbation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nxgates.core import q20
+from nxgates.core.memory import require
+from nxgates.core.q20 import S, tdiv
+from nxgates.errors import ConfigError, ResourceError
+from nxgates.gatekit import ChoiceParam, GateDef, GateOutput, IntParam, RunContext
+
+PARAMS = {
+    "T": IntParam("tokens: rows of x", min=1, max=1 << 20),
+    "DM": IntParam("model width: x is T x DM, the frozen base W is DM x DM", min=1, max=1 << 20),
+    "R": IntParam("LoRA rank: A is DM x R, B is R x DM (R <= DM)", min=1, max=1 << 20),
+    "delta": IntParam("central-difference step, in Q20 units", min=1, max=1 << 40),
+    "tol_permil": IntParam("a cell passes when |num - ana| * 1000 / max|grad| <= this", min=0, max=1000),
+    "algorithm": ChoiceParam("gradcheck path: fast (exact, O(T*DM) per cell) or naive (the seed's)",
+                             ("fast", "naive")),
+}
+
+CHECK_A = "gradcheck A (lora)"
+CHECK_B = "gradcheck B (lora)"
+CHECK_FROZEN = "base W frozen"
+
+FAULTS = {
+    "grad-bug": "the analytic gradient of one cell of A is off by 10% of max|grad| (above the tolerance)",
+    "missing-rescale": "one product h*dy in the backward of B is not divided by S",
+    "transposed-b": "dB is written with swapped indices (dB[j,k] for dB[k,j], row-major)",
+    "train-base": "the run writes to the frozen base W (one cell moved by delta, never restored)",
+}
+
+
+@dataclass
+class Model:
+    x: np.ndarray  # (T, DM)
+    W: np.ndarray  # (DM, DM) frozen
+    A: np.ndarray  # (DM, R)
+    B: np.ndarray  # (R, DM)
+
+
+def init_model(T: int, DM: int, R: int) -> Model:
+    """The seed's deterministic initialisation, with C's truncating division."""
+
+    def fill(n: int, mul: int, add: int, mod: int, centre: int, div: int) -> np.ndarray:
+        i = np.arange(n, dtype=np.int64)
+        return tdiv((((i * mul + add) % mod) - centre) * S, div)
+
+    return Model(
+        x=fill(T * DM, 5, 2, 11, 5, 10).reshape(T, DM),
+        W=fill(DM * DM, 7, 3, 13, 6, 12).reshape(DM, DM),
+        A=fill(DM * R, 7, 1, 11, 5, 16).reshape(DM, R),
+        B=fill(R * DM, 3, 2, 11, 5, 16).reshape(R, DM),
+    )
+
+
+@dataclass
+class Forward:
+    """The forward pass with the unrounded sums kept, so the fast gradcheck can re-divide them."""
+
+    xw: np.ndarray  # tdiv(x@W, S)
+    acc_h: np.ndarray  # x@A, unrounded
+    h: np.ndarray  # tdiv(acc_h, S)
+    acc_y: np.ndarray  # h@B, unrounded
+    y: np.ndarray  # xw + tdiv(acc_y, S)
+    loss: int  # sum y^2 (Q40)
+
+
+def forward(m: Model, xw: np.ndarray | None = None) -> Forward:
+    """The seed's ``lora_fwd``; pass ``xw`` to reuse the frozen ``x@W``."""
+    if xw is None:
+        xw = q20.matmul(m.x, m.W, "x@W")
+    acc_h = q20.matmul_raw(m.x, m.A, "x@A")
+    h = tdiv(acc_h, S)
+    acc_y = q20.matmul_raw(h, m.B, "h@B")
+    y = q20.add(xw, tdiv(acc_y, S), "y = xw + yl")
+    return Forward(xw, acc_h, h, acc_y, y, int(q20.sum_squares(y, what="L = sum y^2")))
+
+
+def backward(m: Model, f: Forward, fault: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The seed's ``lora_bwd``: every product is divided by S before it is accumulated."""
+    dy = q20.mul(f.y, 2, "dy = 2y")
+    dB = q20.matmul_per_term(f.h.T, dy, "dB = h^T dy")  # dB[k,j] = sum_t h[t,k] dy[t,j] / S
+    dh = q20.matmul_per_term(dy, m.B.T, "dh = dy B^T")  # dh[t,k] = sum_j dy[t,j] B[k,j] / S
+    dA = q20.matmul_per_term(m.x.T, dh, "dA = x^T dh")  # dA[i,k] = sum_t x[t,i] dh[t,k] / S
+    if fault == "missing-rescale":
+        term = int(f.h[0, 0]) * int(dy[0, 0])
+        dB[0, 0] += term - int(tdiv(term, S))
+    elif fault == "transposed-b":
+        dB = np.ascontiguousarray(dB.T).reshape(dB.shape)
+    elif fault == "grad-bug":
+        dA[0, 0] += max(1, int(np.max(np.abs(dA))) // 10)
+    return dA, dB
+
+
+@dataclass
+class Gradcheck:
+    """One tensor's gradcheck, with every cell's integers (row-major, as the seed walks them)."""
+
+    name: str
+    analytic: np.ndarray
+    numeric: np.ndarray
+    rel: np.ndarray
+    maxabs: int
+    tol_permil: int
+
+    @property
+    def cells(self) -> int:
+        return int(self.analytic.size)
+
+    @property
+    def n_pass(self) -> int:
+        return int(np.count_nonzero(self.rel <= self.tol_permil))
+
+    @property
+    def worst(self) -> int:
+        return int(self.rel.max()) if self.rel.size else 0
+
+    @property
+    def passed(self) -> bool:
+        return self.n_pass == self.cells
+
+
+def judge(name: str, analytic: np.ndarray, diffs: np.ndarray, delta: int, tol: int) -> Gradcheck:
+    """Turn loss differences ``L(+d) - L(-d)`` into the seed's truncated ``num`` and ``rel`` per cell."""
+    analytic = analytic.reshape(-1)
+    maxabs = max(1, int(np.max(np.abs(analytic))) if analytic.size else 1)
+    num = tdiv(diffs.reshape(-1), 2 * delta)
+    err = np.abs(q20.add(num, -analytic, "num - ana"))
+    rel = tdiv(q20.mul(err, 1000, "|num - ana| * 1000"), maxabs)
+    return Gradcheck(name, analytic, num, rel, maxabs, tol)
+
+
+# ---- the seed's gradcheck: one whole forward per perturbation ------------------------------------------
+
+
+def diffs_naive(m: Model, tensor: np.ndarray, delta: int, ctx: RunContext) -> np.ndarray:
+    """``L(+delta) - L(-delta)`` for every cell of ``tensor`` (A or B of ``m``), perturbing it in place."""
+    flat = tensor.reshape(-1)  # a view: writes move the model's tensor
+    out = np.zeros(flat.size, dtype=np.int64)
+    for i in range(flat.size):
+        save = int(flat[i])
+        flat[i] = save + delta
+        lp = forward(m).loss
+        flat[i] = save - delta
+        lm = forward(m).loss
+        flat[i] = save
+        out[i] = int(q20.add(np.int64(lp), np.int64(-lm), "Lp - Lm"))
+        ctx.progress.advance(1)
+        if i % 64 == 63:
+            ctx.check_time()
+    return out
+
+
+# ---- the same integers in O(T*DM) per perturbation -------------------------------------------------------
+
+
+def _loss_delta(loss: int, yp: np.ndarray, ym: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """``L(+d) - L(-d)`` from the moved entries only, as ``sum (yp - ym) * (yp + ym)``: exact and checked.
+
+    The unmoved entries cancel exactly in integers. The seed also forms ``L(+d)`` and ``L(-d)`` whole,
+    so the guard bounds those too (``L + sum of the moved yp^2``), refusing wherever the seed would wrap.
+    """
+    for moved in (yp, ym):
+        q20.check_bound(loss + np.max(np.sum(np.square(moved.astype(np.float64)), axis=axes)), "L(+-delta)")
+    return q20.total(q20.mul(yp - ym, q20.add(yp, ym, "yp + ym"), "(yp - ym)(yp + ym)"), axes, "Lp - Lm")
+
+
+def diffs_fast_a(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
+    """Loss differences for every cell (i, k) of A, batched over i in bounded chunks."""
+    DM, R = m.A.shape
+    T = m.x.shape[0]
+    out = np.zeros((DM, R), dtype=np.int64)
+    xt = m.x.T  # (DM, T)
+    step = max(1, (1 << 21) // max(1, R * T * DM))
+    for i0 in range(0, DM, step):
+        xi = xt[i0 : i0 + step]  # (ci, T)
+        shift = q20.mul(xi[:, None, :], delta, "x * delta")  # (ci, 1, T)
+        ys = []
+        for sign in (1, -1):
+            acc_h = q20.add(f.acc_h.T[None, :, :], sign * shift, "x@A +- x*delta")  # (ci, R, T)
+            dh = tdiv(acc_h, S) - f.h.T[None, :, :]  # how far h[:, k] moved
+            moved = q20.mul(dh[..., None], m.B[None, :, None, :], "dh * B")  # (ci, R, T, DM)
+            acc_y = q20.add(f.acc_y[None, None], moved, "h@B moved")
+            ys.append(q20.add(f.xw[None, None], tdiv(acc_y, S), "y moved"))
+        out[i0 : i0 + step] = _loss_delta(f.loss, ys[0], ys[1], (2, 3))
+        ctx.progress.advance(xi.shape[0] * R)
+        ctx.check_time()
+    return out
+
+
+def diffs_fast_b(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
+    """Loss differences for every cell (k, j) of B: only column j of y moves, by h[:, k] * delta."""
+    shift = q20.mul(f.h.T[:, None, :], delta, "h * delta")  # (R, 1, T)
+    acc = f.acc_y.T[None, :, :]  # (1, DM, T)
+    xw = f.xw.T[None, :, :]
+    yp = q20.add(xw, tdiv(q20.add(acc, shift, "h@B + h*delta"), S), "y moved")
+    ym = q20.add(xw, tdiv(q20.add(acc, -shift, "h@B - h*delta"), S), "y moved")
+    out = _loss_delta(f.loss, yp, ym, (2,))
+    ctx.progress.advance(out.size)
+    return out
+
+
+# ---- the gate ------------------------------------------------------------------------------------------
+
+
+def validate(p: dict) -> None:
+    if p["R"] > p["DM"]:
+        raise ConfigError(f"R={p['R']} must not exceed DM={p['DM']} (a LoRA rank is at most the width)")
+    T, DM, R = p["T"], p["DM"], p["R"]
+    tensors = T * DM + DM * DM + 2 * DM * R  # x, W, A, B
+    work = 12 * T * DM + 4 * T * R + (1 << 23)  # forward/backward temporaries plus fixed-size chunks
+    require(8 * (3 * tensors + work), f"lora at T={T} DM={DM} R={R}")
+
+
+def run(ctx: RunContext) -> GateOutput:
+    p = ctx.params
+    T, DM, R, delta, tol = p["T"], p["DM"], p["R"], p["delta"], p["tol_permil"]
+    naming = f"T={T} DM={DM} R={R} delta={delta}"
+    try:
+        return _run(ctx, T, DM, R, delta, tol)
+    except q20.Q20Overflow as exc:
+        raise ResourceError(f"lora at {naming}: {exc}; use smaller sizes or delta") from None
+
+
+def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> GateOutput:
+    out = GateOutput()
+    m = init_model(T, DM, R)
+    w_before = m.W.copy()
+    f = forward(m)
+    dA, dB = backward(m, f, ctx.fault)
+
+    trained = DM * R + R * DM
+    total = DM * DM + trained
+    out.info(f"=== nx_intfp_lora_gradcheck: LoRA parameter-efficient fine-tuning (rank {R}) in Q20 INTEGER,"
+             " no float ===")
+    out.info("")
+    out.info(f" params: base W frozen ({DM * DM}) + LoRA A,B trainable ({trained}) = "
+             f"{trained * 1000 // total}permil of full trained (PEFT) L_q32={f.loss}")
+    out.info(" gradcheck:")
+
+    ctx.progress.start("gradcheck cells", 2 * trained)
+    if ctx.params["algorithm"] == "naive":
+        diffs_a = diffs_naive(m, m.A, delta, ctx)
+        diffs_b = diffs_naive(m, m.B, delta, ctx)
+    else:
+        diffs_a = diffs_fast_a(m, f, delta, ctx)
+        diffs_b = diffs_fast_b(m, f, delta, ctx)
+    ctx.progress.stop()
+    if ctx.fault == "train-base":
+        m.W.reshape(-1)[0] += delta
+
+    results = [judge("A (lora)", dA, diffs_a, delta, tol), judge("B (lora)", dB, diffs_b, delta, tol)]
+    for g in results:
+        for i in np.flatnonzero(g.rel > tol):
+            out.detail(f" {g.name} cell {i} ana={g.analytic[i]} num={g.numeric[i]} rel={g.rel[i]}")
+        for i in range(g.cells):
+            out.verbose(f"   {g.name} cell {i} ana={g.analytic[i]} num={g.numeric[i]} rel={g.rel[i]}")
+        out.info(f" {g.name}: {g.n_pass}/{g.cells} (worst={g.worst}permil of max|grad|={g.maxabs})")
+    n_ok = sum(g.n_pass for g in results)
+    out.info("")
+    out.info(f" LoRA gradcheck: {n_ok}/{trained} cells correct")
+    for g, check in zip(results, (CHECK_A, CHECK_B), strict=True):
+        out.check(check, g.passed, f"{g.n_pass}/{g.cells} cells within {tol}permil (worst={g.worst}permil)")
+    changed = int(np.count_nonzero(w_before != m.W))
+    out.check(CHECK_FROZEN, changed == 0,
+              f"W bit-identical after the run ({DM * DM} cells)" if changed == 0
+              else f"{changed} of {DM * DM} cells of W changed during the run")
+
+    out.green = (f"NX-INTFP-LORA verdict=GREEN {n_ok}/{trained} -- integer LoRA/PEFT PROVEN (frozen base + "
+                 "low-rank adapter grads), no float.")
+    out.red = f"NX-INTFP-LORA verdict=RED {n_ok}/{trained} -- adapter Q-scaling bug or base W not frozen"
+    out.metrics = {
+        "loss_q": f.loss,
+        "trained_params": trained,
+        "total_params": total,
+        "peft_permil": trained * 1000 // total,
+    }
+    for key, g in zip(("A", "B"), results, strict=True):
+        out.metrics[key] = {
+            "passed": g.passed,
+            "cells": g.cells,
+            "worst_permil": g.worst,
+            "max_abs_grad": g.maxabs,
+            "analytic": [int(v) for v in g.analytic],
+            "numeric": [int(v) for v in g.numeric],
+        }
+    out.digest = _digest(f.loss, results)
+    return out
+
+
+def _digest(loss: int, results: list[Gradcheck]) -> str:
+    import hashlib
+
+    h = hashlib.sha256(str(loss).encode())
+    for g in results:
+        h.update(g.analytic.astype("<i8").tobytes())
+        h.update(g.numeric.astype("<i8").tobytes())
+    return h.hexdigest()
+
+
+GATE = GateDef(
+    params=PARAMS,
+    checks=(CHECK_A, CHECK_B, CHECK_FROZEN),
+    run=run,
+    faults=FAULTS,
+    validate=validate,
+)

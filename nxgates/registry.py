@@ -1,0 +1,229 @@
+"""gates.toml: which gates exist, their defaults and presets, and how ``--set`` values become params.
+
+Gate modules are looked up by name among the modules of :mod:`nxgates.gates`; nothing from user text is
+imported or executed. Every problem becomes a :class:`ConfigError` with one line that names the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import nxgates.gates
+from nxgates.errors import ConfigError
+from nxgates.gatekit import GateDef, ParamValue
+
+SEED_PRESET = "seed"
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_MODULE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass
+class GateEntry:
+    """One ``[gates.NAME]`` table, validated against its module's declaration."""
+
+    name: str
+    module: str
+    description: str
+    aliases: tuple[str, ...]
+    defaults: dict[str, ParamValue]
+    presets: dict[str, dict[str, ParamValue]]
+    gate: GateDef = field(repr=False)
+
+
+@dataclass
+class Registry:
+    source: str
+    gates: dict[str, GateEntry]
+
+    def resolve(self, name: str) -> GateEntry:
+        """A gate by name or alias; unknown names list what exists."""
+        if name in self.gates:
+            return self.gates[name]
+        for entry in self.gates.values():
+            if name in entry.aliases:
+                return entry
+        known = ", ".join(sorted(self.gates))
+        raise ConfigError(f"unknown gate {name!r} (known: {known}, or 'all')")
+
+    def select(self, names: tuple[str, ...] | list[str]) -> list[GateEntry]:
+        """``all`` expands to every gate in file order; duplicates collapse."""
+        chosen: list[GateEntry] = []
+        for name in names:
+            for entry in self.gates.values() if name == "all" else [self.resolve(name)]:
+                if entry not in chosen:
+                    chosen.append(entry)
+        return chosen
+
+
+def default_config_path() -> Path | None:
+    """``./gates.toml`` replaces the packaged registry when present."""
+    local = Path("gates.toml")
+    return local if local.is_file() else None
+
+
+def load(path: str | Path | None = None) -> Registry:
+    """Read and validate a registry: ``path``, else ./gates.toml, else the one shipped in the package."""
+    if path is None:
+        path = default_config_path()
+    if path is None:
+        text = resources.files("nxgates").joinpath("gates.toml").read_text(encoding="utf-8")
+        source = "gates.toml (packaged)"
+    else:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{source}: cannot read config: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse(text, source)
+
+
+def parse(text: str, source: str) -> Registry:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    tables = data.get("gates")
+    if not isinstance(tables, dict) or not tables:
+        raise ConfigError(f"{source}: no gates defined (expected [gates.NAME] tables)")
+    unknown_top = sorted(set(data) - {"gates"})
+    if unknown_top:
+        raise ConfigError(f"{source}: unknown top-level key {unknown_top[0]!r} (only [gates.NAME] tables)")
+    gates: dict[str, GateEntry] = {}
+    for name, table in tables.items():
+        entry = _entry(source, name, table)
+        for other in gates.values():
+            clash = ({entry.name, *entry.aliases}) & ({other.name, *other.aliases})
+            if clash:
+                raise ConfigError(f"{source}: gate name or alias {sorted(clash)[0]!r} is used twice")
+        gates[name] = entry
+    return Registry(source, gates)
+
+
+def available_modules() -> set[str]:
+    return {m.name for m in pkgutil.iter_modules(nxgates.gates.__path__) if not m.name.startswith("_")}
+
+
+def _entry(source: str, name: str, table: Any) -> GateEntry:
+    where = f"{source}: [gates.{name}]"
+    if not _NAME.match(name):
+        raise ConfigError(f"{where}: gate names are lower-case letters, digits, '-' and '_'")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table")
+    allowed = {"module", "description", "aliases", "params", "presets"}
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(f"{where}: unknown field {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
+    for required in ("module", "description", "params"):
+        if required not in table:
+            raise ConfigError(f"{where}: missing field {required!r}")
+    module = table["module"]
+    if not isinstance(module, str) or not _MODULE.match(module) or module not in available_modules():
+        known = ", ".join(sorted(available_modules()))
+        raise ConfigError(f"{where}: module {module!r} is not a gate module of nxgates (known: {known})")
+    gate = importlib.import_module(f"nxgates.gates.{module}").GATE
+    description = table["description"]
+    if not isinstance(description, str) or not description.strip():
+        raise ConfigError(f"{where}: description must be a non-empty string")
+    aliases = table.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and _NAME.match(a) for a in aliases):
+        raise ConfigError(f"{where}: aliases must be a list of gate names")
+    params = table["params"]
+    if not isinstance(params, dict):
+        raise ConfigError(f"{where}: params must be a table")
+    defaults = _checked_params(f"{where}.params", gate, params, complete=True)
+    presets_table = table.get("presets", {})
+    if not isinstance(presets_table, dict):
+        raise ConfigError(f"{where}: presets must be a table of tables")
+    presets: dict[str, dict[str, ParamValue]] = {SEED_PRESET: {}}
+    for pname, values in presets_table.items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}.presets.{pname}: must be a table")
+        presets[pname] = _checked_params(f"{where}.presets.{pname}", gate, values, complete=False)
+    _validate(f"{where}.params", gate, defaults)
+    return GateEntry(name, module, description.strip(), tuple(aliases), defaults, presets, gate)
+
+
+def _checked_params(where: str, gate: GateDef, values: dict, complete: bool) -> dict[str, ParamValue]:
+    for key in values:
+        if key not in gate.params:
+            raise ConfigError(f"{where}: unknown parameter {key!r} (known: {', '.join(gate.params)})")
+    if complete:
+        missing = [k for k in gate.params if k not in values]
+        if missing:
+            raise ConfigError(f"{where}: missing parameter {missing[0]!r}")
+    try:
+        return {k: gate.params[k].check(k, v) for k, v in values.items()}
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _validate(where: str, gate: GateDef, params: dict[str, ParamValue]) -> None:
+    try:
+        gate.validate(params)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def parse_sets(pairs: tuple[str, ...] | list[str]) -> list[tuple[str | None, str, str]]:
+    """``KEY=VALUE`` or ``GATE.KEY=VALUE`` into (gate or None, key, raw value)."""
+    parsed = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        if not value.strip():
+            raise ConfigError(f"--set {pair!r}: empty value for {key}")
+        gate, dot, bare = key.rpartition(".")
+        parsed.append((gate if dot else None, bare, value))
+    return parsed
+
+
+def effective_params(
+    entries: list[GateEntry], preset: str | None, sets: tuple[str, ...] | list[str]
+) -> dict[str, dict[str, ParamValue]]:
+    """Defaults, then the preset, then ``--set``; every value typed, range-checked and cross-validated."""
+    parsed = parse_sets(sets)
+    used = [False] * len(parsed)
+    result: dict[str, dict[str, ParamValue]] = {}
+    for entry in entries:
+        name = preset or SEED_PRESET
+        if name not in entry.presets:
+            raise ConfigError(
+                f"gate {entry.name!r} has no preset {name!r} (presets: {', '.join(entry.presets)})"
+            )
+        params = {**entry.defaults, **entry.presets[name]}
+        for n, (gate, key, raw) in enumerate(parsed):
+            if gate is not None and gate != entry.name and gate not in entry.aliases:
+                continue
+            if key not in entry.gate.params:
+                if gate is not None:
+                    raise ConfigError(f"--set {gate}.{key}: gate {entry.name!r} has no parameter {key!r} "
+                                      f"(parameters: {', '.join(entry.gate.params)})")
+                continue
+            try:
+                params[key] = entry.gate.params[key].parse(key, raw)
+            except ConfigError as exc:
+                raise ConfigError(f"{entry.name}: --set {key}={raw}: {exc}") from None
+            used[n] = True
+        try:
+            entry.gate.validate(params)
+        except ConfigError as exc:
+            raise ConfigError(f"{entry.name}: {exc}") from None
+        result[entry.name] = params
+    for n, (gate, key, _raw) in enumerate(parsed):
+        if not used[n]:
+            if gate is not None:
+                entry = [e for e in entries if gate in (e.name, *e.aliases)]
+                if not entry:
+                    raise ConfigError(f"--set {gate}.{key}: gate {gate!r} is not among the gates being run")
+            names = ", ".join(e.name for e in entries)
+            raise ConfigError(f"--set {key}: unknown parameter for {names}")
+    return result

@@ -1,0 +1,117 @@
+"""The human report: rich colours on a terminal, plain grep-able lines everywhere else.
+
+rich is imported here only, and only when the stream is a terminal and NO_COLOR is unset.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+from nxgates.gatekit import Check, Line, Progress
+from nxgates.runner import GateReport
+
+
+def use_rich(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class Renderer:
+    """Writes gate reports line by line; ``quiet`` keeps FAIL lines and verdicts, ``verbose`` adds cells."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False, verbose: bool = False):
+        self.stream = stream or sys.stdout
+        self.quiet = quiet
+        self.verbose = verbose
+        self.console = None
+        if use_rich(self.stream):
+            from rich.console import Console
+
+            self.console = Console(file=self.stream, highlight=False, soft_wrap=True)
+
+    def _emit(self, text: str, style: str | None = None) -> None:
+        if self.console is not None:
+            from rich.text import Text
+
+            self.console.print(Text(text, style=style or ""))
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def gate(self, report: GateReport) -> None:
+        label = f" [fault injected: {report.fault}]" if report.fault else ""
+        if not self.quiet:
+            self._emit(f"# gate {report.name}{label}", "bold")
+        for item in report.output.items:
+            if isinstance(item, Check):
+                self.check(item)
+            elif isinstance(item, Line):
+                if self.quiet or (item.level == "verbose" and not self.verbose):
+                    continue
+                self._emit(item.text, "dim" if item.level != "info" else None)
+        checks = report.output.checks
+        n_pass = sum(c.passed for c in checks)
+        if not self.quiet:
+            self._emit(f"---- {report.name}: passed {n_pass} / {len(checks)} ({report.seconds:.3f} s)")
+        self._emit(report.verdict, "bold green" if report.passed else "bold red")
+
+    def check(self, c: Check) -> None:
+        if c.passed and self.quiet:
+            return
+        word = "PASS" if c.passed else "FAIL"
+        text = f" {word} {c.name}" + (f" -- {c.detail}" if c.detail else "")
+        self._emit(text, "green" if c.passed else "bold red")
+
+    def summary(self, reports: list[GateReport]) -> None:
+        if len(reports) < 2:
+            return
+        n_pass = sum(r.passed for r in reports)
+        ok = n_pass == len(reports)
+        self._emit(f"==== nxgates: {n_pass} / {len(reports)} gates passed -- {'GREEN' if ok else 'RED'}",
+                   "bold green" if ok else "bold red")
+
+    def error(self, text: str) -> None:
+        self._emit(text, "bold red")
+
+
+class RichProgress(Progress):
+    """A rich progress bar for work that takes longer than about a second; silent when not a terminal."""
+
+    def __init__(self, stream: TextIO, delay: float = 1.0):
+        self.stream = stream
+        self.delay = delay
+        self._bar = None
+        self._task = None
+        self._label = ""
+        self._total = 0
+        self._done = 0
+        self._started = 0.0
+
+    def start(self, label: str, total: int) -> None:
+        self.stop()
+        self._label, self._total, self._done = label, total, 0
+        self._started = time.monotonic()
+
+    def advance(self, steps: int = 1) -> None:
+        self._done += steps
+        if self._bar is None and self._total and time.monotonic() - self._started > self.delay:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=Console(file=self.stream), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self._label, total=self._total)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self._done)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+        self._bar = None
+        self._task = None

@@ -1,0 +1,120 @@
+"""Runs gates and turns each run into a :class:`GateReport`: passed, failed, timed out or crashed."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError
+from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
+from nxgates.registry import GateEntry
+
+
+@dataclass
+class GateReport:
+    """One gate run as the reports see it. ``error`` is set when the gate timed out or crashed."""
+
+    name: str
+    params: dict[str, ParamValue]
+    output: GateOutput
+    seconds: float
+    fault: str | None = None
+    error: str | None = None  #: one line: "timed out after 5.0 s" or "internal error: ..."
+    error_kind: str | None = None  #: "timeout" or "crash"
+    traceback: str | None = None
+    repeats: list[str] = field(default_factory=list)  #: digests of --repeat runs
+
+    @property
+    def passed(self) -> bool:
+        checks = self.output.checks
+        return self.error is None and bool(checks) and all(c.passed for c in checks)
+
+    @property
+    def verdict(self) -> str:
+        if self.error_kind == "timeout":
+            return f"{self.name}: RED -- {self.error}"
+        if self.error_kind == "crash":
+            return f"{self.name}: ERROR -- {self.error}"
+        return self.output.green if self.passed else self.output.red
+
+
+def run_gate(
+    entry: GateEntry,
+    params: dict[str, ParamValue],
+    *,
+    fault: str | None = None,
+    options: dict[str, Any] | None = None,
+    timeout: float | None = None,
+    progress: Progress | None = None,
+) -> GateReport:
+    """Run one gate. Usage errors (NxError) propagate; timeouts and bugs are recorded in the report."""
+    ctx = RunContext(
+        params=dict(params),
+        fault=fault,
+        options=dict(options or {}),
+        deadline=None if timeout is None else time.monotonic() + timeout,
+        progress=progress or Progress(),
+    )
+    start = time.perf_counter()
+    try:
+        output = entry.gate.run(ctx)
+    except NxError:
+        raise
+    except GateTimeout:
+        seconds = time.perf_counter() - start
+        return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # a bug in a gate: report it, keep the other gates running
+        seconds = time.perf_counter() - start
+        report = _failed(entry, params, fault, seconds, f"internal error: {type(exc).__name__}: {exc}", "crash")
+        report.traceback = traceback.format_exc()
+        return report
+    finally:
+        ctx.progress.stop()
+    seconds = time.perf_counter() - start
+    if ctx.deadline is not None and time.monotonic() > ctx.deadline:
+        return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
+    return GateReport(entry.name, dict(params), output, seconds, fault)
+
+
+def _failed(entry, params, fault, seconds, error, kind) -> GateReport:
+    out = GateOutput()
+    out.check(kind, False, error)
+    return GateReport(entry.name, dict(params), out, seconds, fault, error, kind)
+
+
+def exit_code(reports: list[GateReport]) -> int:
+    """pytest's convention: 0 all passed, 1 a check failed or timed out, 3 a gate crashed (a bug)."""
+    if any(r.error_kind == "crash" for r in reports):
+        return EXIT_INTERNAL
+    return EXIT_PASS if reports and all(r.passed for r in reports) else EXIT_FAIL
+
+
+def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, **kwargs: Any) -> GateReport:
+    """Run a gate ``repeat`` times; the runs must agree on every check and on the numbers' digest."""
+    first = run_gate(entry, params, **kwargs)
+    if repeat <= 1 or first.error:
+        return first
+    signature = _signature(first)
+    first.repeats = [first.output.digest]
+    agreed = 1
+    for _ in range(repeat - 1):
+        again = run_gate(entry, params, **kwargs)
+        if again.error:
+            return again
+        first.repeats.append(again.output.digest)
+        agreed += _signature(again) == signature
+        first.seconds += again.seconds
+    first.output.check(
+        f"repeat: {repeat} runs agree",
+        agreed == repeat,
+        f"{agreed}/{repeat} runs agreed on every check and the digest {first.output.digest[:16]}",
+    )
+    return first
+
+
+def _signature(report: GateReport) -> tuple:
+    return tuple((c.name, c.passed) for c in report.output.checks), report.output.digest

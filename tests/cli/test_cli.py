@@ -1,0 +1,137 @@
+"""The CLI through click's CliRunner: output lines, exit codes, the JSON schema, bad --set values."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from nxgates import __version__
+from nxgates.cli import cli
+
+
+@pytest.fixture
+def invoke(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the packaged gates.toml, not the repo's
+    runner = CliRunner()
+
+    def _invoke(*args):
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+
+    return _invoke
+
+
+def test_run_lora_passes_with_seed_lines(invoke):
+    r = invoke("run", "lora")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert " PASS gradcheck A (lora) -- 12/12 cells within 70permil (worst=2permil)" in lines
+    assert any(line.startswith(" PASS base W frozen") for line in lines)
+    assert " LoRA gradcheck: 24/24 cells correct" in lines
+    assert any(line.startswith("---- lora: passed 3 / 3") for line in lines)
+    assert lines[-1].startswith("NX-INTFP-LORA verdict=GREEN 24/24")
+    assert "\x1b[" not in r.stdout  # no colour codes when not a terminal
+
+
+def test_alias_runs_the_same_gate(invoke):
+    r = invoke("run", "lora-gradcheck", "-q")
+    assert r.exit_code == 0
+    assert r.stdout.splitlines() == [r.stdout.splitlines()[-1]]  # -q on a green run: the verdict alone
+
+
+def test_planted_wrong_gradient_exits_1(invoke):
+    r = invoke("run", "lora", "--inject", "grad-bug", "-q")
+    assert r.exit_code == 1
+    assert " FAIL gradcheck A (lora)" in r.stdout
+    assert "verdict=RED" in r.stdout
+    assert "PASS" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "lora", "--set", "DM=0"], "DM=0 is out of range"),
+        (["run", "lora", "--set", "R=7"], "R=7 must not exceed DM=6"),
+        (["run", "lora", "--set", "T=1.5"], "T takes an integer, got '1.5'"),
+        (["run", "lora", "--set", "T="], "empty value for T"),
+        (["run", "lora", "--set", "=3"], "expected KEY=VALUE"),
+        (["run", "lora", "--set", "nope=3"], "unknown parameter for lora"),
+        (["run", "lora", "--set", "algorithm=fastest"], "algorithm must be one of fast, naive"),
+        (["run", "nosuchgate"], "unknown gate 'nosuchgate'"),
+        (["run", "lora", "--preset", "huge"], "has no preset 'huge'"),
+        (["run", "lora", "--inject", "nosuchfault"], "has no fault 'nosuchfault'"),
+        (["run", "lora", "--bogus"], "No such option"),
+        (["show", "nosuchgate"], "unknown gate"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(invoke, args, message):
+    r = invoke(*args)
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_json_to_stdout_has_the_documented_schema(invoke):
+    r = invoke("run", "lora", "--json", "-")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)  # stdout holds the JSON alone; the human report went to stderr
+    assert "verdict=GREEN" in r.stderr
+    assert doc["nxgates"] == __version__ and doc["passed"] is True
+    (gate,) = doc["gates"]
+    assert set(gate) >= {"name", "passed", "seconds", "params", "checks", "metrics"}
+    assert gate["name"] == "lora" and gate["passed"] is True
+    assert gate["params"] == {"T": 3, "DM": 6, "R": 2, "delta": 2097, "tol_permil": 70, "algorithm": "fast"}
+    assert [c["name"] for c in gate["checks"]] == ["gradcheck A (lora)", "gradcheck B (lora)", "base W frozen"]
+    assert all(set(c) == {"name", "passed", "detail"} for c in gate["checks"])
+    m = gate["metrics"]
+    assert (m["loss_q"], m["trained_params"], m["total_params"], m["peft_permil"]) == (1329684529960, 24, 60, 400)
+    for key, worst, maxabs in (("A", 2, 185888), ("B", 0, 367790)):
+        t = m[key]
+        assert set(t) == {"passed", "cells", "worst_permil", "max_abs_grad", "analytic", "numeric"}
+        assert (t["passed"], t["cells"], t["worst_permil"], t["max_abs_grad"]) == (True, 12, worst, maxabs)
+        assert all(isinstance(v, int) for v in t["analytic"] + t["numeric"])
+    assert m["A"]["analytic"][8] == -185888  # cell order is the seed's row-major order
+
+
+def test_json_file_and_failed_run(invoke, tmp_path):
+    r = invoke("run", "lora", "--inject", "transposed-b", "--json", str(tmp_path / "r.json"))
+    assert r.exit_code == 1
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["passed"] is False and doc["gates"][0]["fault"] == "transposed-b"
+    assert doc["gates"][0]["metrics"]["B"]["passed"] is False
+
+
+def test_set_changes_sizes_and_is_reported(invoke):
+    r = invoke("run", "lora", "--set", "DM=9", "--set", "lora.R=3", "--json", "-")
+    assert r.exit_code == 0
+    params = json.loads(r.stdout)["gates"][0]["params"]
+    assert (params["DM"], params["R"]) == (9, 3)
+
+
+def test_list_show_version(invoke):
+    r = invoke("list")
+    assert r.exit_code == 0 and "lora" in r.stdout and "lora-gradcheck" in r.stdout
+    r = invoke("show", "lora-gradcheck")
+    assert r.exit_code == 0
+    for text in ("delta", "2097", "int in [1,", "presets", "large", "base W frozen", "grad-bug"):
+        assert text in r.stdout
+    r = invoke("--version")
+    assert r.exit_code == 0 and __version__ in r.stdout
+
+
+def test_verbose_shows_every_cell(invoke):
+    r = invoke("run", "lora", "-v")
+    assert r.exit_code == 0
+    assert sum("(lora) cell" in line for line in r.stdout.splitlines()) == 24
+
+
+def test_local_gates_toml_replaces_the_packaged_one(invoke, tmp_path):
+    (tmp_path / "gates.toml").write_text(
+        '[gates.tiny]\nmodule = "lora"\ndescription = "a smaller lora"\n'
+        "params = { T = 2, DM = 4, R = 1, delta = 2097, tol_permil = 70, algorithm = 'naive' }\n"
+    )
+    r = invoke("run", "tiny", "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["gates"][0]["params"]["DM"] == 4
+    assert invoke("run", "lora").exit_code == 2  # the local registry replaced the packaged one

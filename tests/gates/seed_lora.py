@@ -1,0 +1,98 @@
+"""A line-by-line transcription of ../shared/seeds/nx_intfp_lora_gradcheck_gate.nx with Python ints.
+
+Deliberately scalar and naive: it shares no code with nxgates, so agreeing with it means agreeing with
+the seed program. ``cdiv`` is C's truncating division (the seed's i64 ``/``).
+"""
+
+S = 1048576
+
+
+def cdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def seed_lora(T=3, DM=6, R=2, DELTA=2097, TOLP=70, fault=None):
+    x = [cdiv((((i * 5 + 2) % 11) - 5) * S, 10) for i in range(T * DM)]
+    W = [cdiv((((i * 7 + 3) % 13) - 6) * S, 12) for i in range(DM * DM)]
+    A = [cdiv((((i * 7 + 1) % 11) - 5) * S, 16) for i in range(DM * R)]
+    B = [cdiv((((i * 3 + 2) % 11) - 5) * S, 16) for i in range(R * DM)]
+    st = {}
+
+    def fwd():
+        xw = [0] * (T * DM)
+        h = [0] * (T * R)
+        y = [0] * (T * DM)
+        for t in range(T):
+            for j in range(DM):
+                acc = 0
+                for i in range(DM):
+                    acc += x[t * DM + i] * W[i * DM + j]
+                xw[t * DM + j] = cdiv(acc, S)
+        for t in range(T):
+            for k in range(R):
+                acc = 0
+                for i in range(DM):
+                    acc += x[t * DM + i] * A[i * R + k]
+                h[t * R + k] = cdiv(acc, S)
+        Lq = 0
+        for t in range(T):
+            for j in range(DM):
+                acc = 0
+                for k in range(R):
+                    acc += h[t * R + k] * B[k * DM + j]
+                yv = xw[t * DM + j] + cdiv(acc, S)
+                y[t * DM + j] = yv
+                Lq += yv * yv
+        st["h"], st["y"] = h, y
+        return Lq
+
+    def bwd():
+        h, y = st["h"], st["y"]
+        dy = [2 * v for v in y]
+        dA = [0] * (DM * R)
+        dB = [0] * (R * DM)
+        dh = [0] * (T * R)
+        for k in range(R):
+            for j in range(DM):
+                acc = 0
+                for t in range(T):
+                    acc += cdiv(h[t * R + k] * dy[t * DM + j], S)
+                dB[k * DM + j] = acc
+        for t in range(T):
+            for k in range(R):
+                acc = 0
+                for j in range(DM):
+                    acc += cdiv(dy[t * DM + j] * B[k * DM + j], S)
+                dh[t * R + k] = acc
+        for i in range(DM):
+            for k in range(R):
+                acc = 0
+                for t in range(T):
+                    acc += cdiv(x[t * DM + i] * dh[t * R + k], S)
+                dA[i * R + k] = acc
+        return dA, dB
+
+    def gcheck(Wt, dW):
+        maxabs = max([1] + [abs(v) for v in dW])
+        npass = worst = 0
+        nums = []
+        for i in range(len(Wt)):
+            save = Wt[i]
+            Wt[i] = save + DELTA
+            Lp = fwd()
+            Wt[i] = save - DELTA
+            Lm = fwd()
+            Wt[i] = save
+            fwd()
+            num = cdiv(Lp - Lm, 2 * DELTA)
+            rel = cdiv(abs(num - dW[i]) * 1000, maxabs)
+            npass += rel <= TOLP
+            worst = max(worst, rel)
+            nums.append(num)
+        return {"passed": npass == len(Wt), "cells": len(Wt), "npass": npass, "worst_permil": worst,
+                "max_abs_grad": maxabs, "analytic": list(dW), "numeric": nums}
+
+    L0 = fwd()
+    dA, dB = bwd()
+    return {"loss_q": L0, "A": gcheck(A, dA), "B": gcheck(B, dB)}
