@@ -135,3 +135,41 @@ def test_local_gates_toml_replaces_the_packaged_one(invoke, tmp_path):
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["gates"][0]["params"]["DM"] == 4
     assert invoke("run", "lora").exit_code == 2  # the local registry replaced the packaged one
+
+
+def test_run_all_includes_every_gate(invoke):
+    r = invoke("run", "all", "-q")
+    assert r.exit_code == 0, r.output
+    verdicts = r.stdout.splitlines()
+    assert any(v.startswith("NX-INTFP-LORA verdict=GREEN") for v in verdicts)
+    assert any(v.startswith("TA-PARALLEL-GRAD GREEN") for v in verdicts)
+    assert any(v.startswith("TA-GRADCHECK GREEN") for v in verdicts)
+    assert verdicts[-1] == "==== nxgates: 3 / 3 gates passed -- GREEN"
+
+
+def test_parallel_grad_seed_lines_and_save_compare(invoke, tmp_path):
+    path = tmp_path / "g.npy"
+    r = invoke("run", "parallel-grad", "--save-grads", str(path))
+    assert r.exit_code == 0, r.output
+    for line in (" workers=2 pool tasks completed=8/8",
+                 " PASS T1 parallel grads BIT-IDENTICAL to serial (all B examples)",
+                 " PASS T2 pool ran all B tasks on >1 worker",
+                 " PASS T3 deterministic (re-run parallel identical)"):
+        assert any(out.startswith(line) for out in r.stdout.splitlines()), line
+    assert any(out.startswith("---- parallel-grad: passed 3 / 3") for out in r.stdout.splitlines())
+    r = invoke("run", "parallel-grad", "--compare-grads", str(path), "--executor", "process")
+    assert r.exit_code == 0 and " PASS T4 grads BIT-IDENTICAL to the saved file" in r.stdout
+    r = invoke("run", "parallel-grad", "--compare-grads", str(path), "--set", "B=4")
+    assert r.exit_code == 2 and "does not match (B, NP) = (4, 192)" in r.stderr
+    r = invoke("run", "parallel-grad", "--compare-grads", str(tmp_path / "missing.npy"))
+    assert r.exit_code == 2 and "no such file" in r.stderr
+    r = invoke("run", "lora", "--save-grads", str(path))
+    assert r.exit_code == 2 and "--save-grads applies to none of: lora" in r.stderr
+
+
+def test_json_metrics_of_parallel_grad(invoke):
+    r = invoke("run", "parallel-grad", "--json", "-")
+    m = json.loads(r.stdout)["gates"][0]["metrics"]
+    for key in ("workers", "tasks_completed", "distinct_workers", "bit_mismatches", "nonzero_cells",
+                "total_cells", "grads_sha256", "serial_seconds", "parallel_seconds"):
+        assert key in m

@@ -1,0 +1,307 @@
+"""A float32 tape autograd on a private arena: the seed's ``ta_*`` with a fixed reduction order.
+
+Every value and every gradient lives in two preallocated float32 buffers owned by one :class:`Tape`
+(the seed's private ``(tape, vals, grads, st)``); :meth:`Tape.reset` starts the next example on the same
+buffers. Each op's forward sits next to its backward.
+
+Reduction order. All arithmetic is element-wise float32 numpy (each operation correctly rounded, no
+fused multiply-add, no BLAS), and every sum is :func:`tree_sum`: pairwise halving, where at each step
+element ``k`` absorbs element ``k + n - n//2``. The order depends only on the length, so the same inputs
+give the same bits whatever the thread, process, memory address, worker count or machine.
+
+Gradients: the first contribution to a node's gradient is stored, later ones are added (so no pass
+zeroes the arena). Data leaves (``requires_grad=False``) get no gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+F32 = np.float32
+
+
+def constf(n: int, d: int) -> np.float32:
+    """The seed's ``ta_constf``: float32(n) / float32(d), correctly rounded."""
+    return F32(n) / F32(d)
+
+
+def constf_array(n: np.ndarray, d: int) -> np.ndarray:
+    """:func:`constf` element-wise (numpy's float32 division is the same correctly rounded operation)."""
+    return n.astype(F32) / F32(d)
+
+
+def tree_sum(buf: np.ndarray, axis: int) -> np.ndarray:
+    """Sum ``buf`` along ``axis`` by pairwise halving, in place (``buf`` is destroyed); returns a view."""
+    v = np.moveaxis(buf, axis, -1)
+    n = v.shape[-1]
+    while n > 1:
+        h = n // 2
+        np.add(v[..., :h], v[..., n - h : n], out=v[..., :h])
+        n -= h
+    return v[..., 0]
+
+
+class ArenaFull(RuntimeError):
+    """The tape ran out of its preallocated arena (its capacity was planned too small)."""
+
+
+@dataclass(eq=False)
+class Node:
+    """A tensor on the tape: ``size`` floats at ``offset`` in the value and gradient arenas."""
+
+    offset: int
+    shape: tuple[int, ...]
+    requires_grad: bool
+    parents: tuple[Node, ...] = ()
+    backward: Callable[[], None] | None = field(default=None, repr=False)
+    has_grad: bool = False
+    value_ref: np.ndarray | None = field(default=None, repr=False)  #: a leaf's value kept outside the arena
+    grad_ref: np.ndarray | None = field(default=None, repr=False)  #: where a leaf's gradient is written
+    transposed_ref: np.ndarray | None = field(default=None, repr=False)  #: a contiguous copy of value.T
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.size = math.prod(self.shape)
+
+
+class Tape:
+    """A private arena plus the op records of one forward pass."""
+
+    def __init__(self, capacity: int, vals: np.ndarray | None = None, grads: np.ndarray | None = None,
+                 fault: str | None = None):
+        self.vals = np.zeros(capacity, F32) if vals is None else vals
+        self.grads = np.zeros(capacity, F32) if grads is None else grads
+        if self.vals.dtype != F32 or self.grads.dtype != F32 or min(self.vals.size, self.grads.size) < capacity:
+            raise ValueError("a tape's arenas are float32 buffers of at least its capacity")
+        if fault not in (None, "relu-grad"):
+            raise ValueError(f"unknown tape fault {fault!r}")
+        self.fault = fault  #: a planted defect for the liar-kill tests; None in every real run
+        self.capacity = capacity
+        self.nodes: list[Node] = []
+        self.top = 0
+        self._scratch = np.empty(0, F32)
+
+    # ---- arena ------------------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget the previous example; its floats are overwritten as the next one is recorded."""
+        self.nodes.clear()
+        self.top = 0
+
+    def _new(self, shape: tuple[int, ...], parents: tuple[Node, ...] = ()) -> Node:
+        node = Node(self.top, shape, any(p.requires_grad for p in parents), parents)
+        if self.top + node.size > self.capacity:
+            raise ArenaFull(f"tape arena full: {self.top + node.size} floats needed, capacity {self.capacity}")
+        self.top += node.size
+        self.nodes.append(node)
+        return node
+
+    def val(self, n: Node) -> np.ndarray:
+        if n.value_ref is not None:
+            return n.value_ref
+        return self.vals[n.offset : n.offset + n.size].reshape(n.shape)
+
+    def val_grad(self, n: Node) -> np.ndarray:
+        """Where ``n``'s gradient lives (meaningful once ``n.has_grad``)."""
+        if n.grad_ref is not None:
+            return n.grad_ref
+        return self.grads[n.offset : n.offset + n.size].reshape(n.shape)
+
+    def grad(self, n: Node) -> np.ndarray:
+        """The gradient of ``n`` after :meth:`backward` (zeros if nothing reached it)."""
+        g = self.val_grad(n)
+        if not n.has_grad:
+            g[...] = 0
+            n.has_grad = True
+        return g
+
+    def scratch(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Temporary float32 space for products; reused across ops, so no per-op allocation."""
+        size = math.prod(shape)
+        if self._scratch.size < size:
+            self._scratch = np.empty(size, F32)
+        return self._scratch[:size].reshape(shape)
+
+    def _acc(self, n: Node, contribution: np.ndarray) -> None:
+        """Add ``contribution`` to ``n``'s gradient (stored as is if it is the first)."""
+        g = self.val_grad(n)
+        if n.has_grad:
+            np.add(g, contribution, out=g)
+        else:
+            g[...] = contribution
+            n.has_grad = True
+
+    # ---- ops: forward, then backward -----------------------------------------------------------------
+
+    def leaf(self, data: np.ndarray, requires_grad: bool = True, copy: bool = True,
+             grad_out: np.ndarray | None = None, transposed: np.ndarray | None = None) -> Node:
+        """A tensor the pass starts from: copied into the arena (the seed's ``ta_leaf``), or with
+        ``copy=False`` referenced where it is, for parameters that stay read-only during the pass.
+        ``grad_out`` receives the leaf's gradient directly, sparing an arena copy of it; ``transposed``
+        (a contiguous ``data.T``, made once per batch) lets :meth:`matvec` read the matrix column-wise fast.
+        """
+        data = np.asarray(data)
+        if data.dtype != F32:
+            raise TypeError(f"tape values are float32, got {data.dtype}")
+        if grad_out is not None and (grad_out.shape != data.shape or grad_out.dtype != F32):
+            raise ValueError(f"grad_out must be float32 of shape {data.shape}")
+        if copy:
+            n = self._new(tuple(data.shape))
+            self.val(n)[...] = data
+        else:
+            n = Node(self.top, tuple(data.shape), False, value_ref=data)
+            self.nodes.append(n)
+        if transposed is not None and (transposed.shape != data.shape[::-1] or not np.array_equal(transposed[:1].T,
+                                                                                                  data[:, :1])):
+            raise ValueError("transposed must be data.T")
+        n.requires_grad = requires_grad
+        n.grad_ref = grad_out
+        n.transposed_ref = transposed
+        return n
+
+    def matvec(self, W: Node, x: Node) -> Node:
+        """``y[i] = sum_j W[i,j] * x[j]``.
+
+        The products are laid out j-major, so each halving step of the tree over j adds two contiguous
+        blocks (the bits are those of any layout: the tree is defined on j alone).
+        """
+        out = self._new((W.shape[0],), (W, x))
+        Wv, xv = self.val(W), self.val(x)
+        WT = W.transposed_ref if W.transposed_ref is not None else Wv.T
+        prod_t = self.scratch(WT.shape)
+        np.multiply(WT, xv[:, None], out=prod_t)
+        self.val(out)[...] = tree_sum(prod_t, 0)
+        prod = prod_t.reshape(W.shape)  # the same scratch, reused as backward's (m, n) buffer
+
+        def backward() -> None:
+            g = self.val_grad(out)
+            if W.requires_grad:  # dW[i,j] = g[i] * x[j]: one product per cell, nothing to reduce
+                if W.has_grad:
+                    np.multiply(g[:, None], xv[None, :], out=prod)
+                    self._acc(W, prod)
+                else:  # first contribution: straight into W's gradient
+                    np.multiply(g[:, None], xv[None, :], out=self.val_grad(W))
+                    W.has_grad = True
+            if x.requires_grad:  # dx[j] = sum_i W[i,j] * g[i]
+                np.multiply(Wv, g[:, None], out=prod)
+                self._acc(x, tree_sum(prod, 0))
+
+        out.backward = backward
+        return out
+
+    def matmul(self, A: Node, B: Node) -> Node:
+        """``C[i,j] = sum_k A[i,k] * B[k,j]``."""
+        (m, k), (_, n) = A.shape, B.shape
+        out = self._new((m, n), (A, B))
+        Av, Bv = self.val(A), self.val(B)
+        prod = self.scratch((m, k, n))
+        np.multiply(Av[:, :, None], Bv[None, :, :], out=prod)
+        self.val(out)[...] = tree_sum(prod, 1)
+
+        def backward() -> None:
+            g = self.val_grad(out)
+            if A.requires_grad:  # dA[i,k] = sum_j g[i,j] * B[k,j]
+                np.multiply(g[:, None, :], Bv[None, :, :], out=prod)
+                self._acc(A, tree_sum(prod, 2))
+            if B.requires_grad:  # dB[k,j] = sum_i A[i,k] * g[i,j]
+                np.multiply(Av[:, :, None], g[:, None, :], out=prod)
+                self._acc(B, tree_sum(prod, 0))
+
+        out.backward = backward
+        return out
+
+    def add(self, a: Node, b: Node) -> Node:
+        """``a + b`` (same shapes)."""
+        out = self._new(a.shape, (a, b))
+        np.add(self.val(a), self.val(b), out=self.val(out))
+
+        def backward() -> None:
+            g = self.val_grad(out)
+            for p in (a, b):
+                if p.requires_grad:
+                    self._acc(p, g)
+
+        out.backward = backward
+        return out
+
+    def mul(self, a: Node, b: Node) -> Node:
+        """``a * b`` element-wise (same shapes)."""
+        out = self._new(a.shape, (a, b))
+        av, bv = self.val(a), self.val(b)
+        np.multiply(av, bv, out=self.val(out))
+
+        def backward() -> None:
+            g = self.val_grad(out)
+            if a.requires_grad:
+                self._acc(a, g * bv)
+            if b.requires_grad:
+                self._acc(b, g * av)
+
+        out.backward = backward
+        return out
+
+    def relu(self, a: Node) -> Node:
+        """``max(a, 0)``; its derivative at 0 is 0."""
+        out = self._new(a.shape, (a,))
+        av = self.val(a)
+        self.val(out)[...] = np.where(av > 0, av, F32(0))
+
+        def backward() -> None:
+            if a.requires_grad:
+                if self.fault == "relu-grad":  # planted defect: derivative 1 everywhere
+                    self._acc(a, self.val_grad(out))
+                else:
+                    self._acc(a, np.where(av > 0, self.val_grad(out), F32(0)))
+
+        out.backward = backward
+        return out
+
+    def sum(self, a: Node) -> Node:
+        """The sum of all elements, as a scalar node."""
+        out = self._new((), (a,))
+        buf = self.scratch((a.size,))
+        buf[...] = self.val(a).reshape(-1)
+        self.val(out)[...] = tree_sum(buf, 0)
+
+        def backward() -> None:
+            if a.requires_grad:
+                self._acc(a, np.broadcast_to(self.val_grad(out), a.shape))
+
+        out.backward = backward
+        return out
+
+    def mse(self, y: Node, t: Node) -> Node:
+        """``mean((y - t)^2)``: the tree sum of squared differences divided by float32(n)."""
+        out = self._new((), (y, t))
+        n = F32(y.size)
+        diff = self.val(y) - self.val(t)
+        sq = diff * diff
+        self.val(out)[...] = tree_sum(sq.reshape(-1), 0) / n
+
+        def backward() -> None:
+            dy = (diff * (F32(2) / n)) * self.val_grad(out)  # d/dy = 2 (y - t) / n
+            if y.requires_grad:
+                self._acc(y, dy)
+            if t.requires_grad:
+                self._acc(t, -dy)
+
+        out.backward = backward
+        return out
+
+    # ---- backward -----------------------------------------------------------------------------------
+
+    def backward(self, loss: Node) -> None:
+        """Reverse-mode sweep from a scalar: d loss / d loss = 1, then the ops in reverse record order."""
+        if loss.shape != ():
+            raise ValueError("backward starts from a scalar node")
+        for n in self.nodes:
+            n.has_grad = False
+        self.grads[loss.offset] = F32(1)
+        loss.has_grad = True
+        for n in reversed(self.nodes):
+            if n.backward is not None and n.has_grad and n.requires_grad:
+                n.backward()

@@ -1,0 +1,103 @@
+"""The worker pool: completion counts, distinct workers, task errors, bounded waits, planted faults."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nxgates.core.pool import ProcessWorkerPool, WorkerPool, auto_workers, make_pool
+
+
+def noop(ctx, worker):
+    return None
+
+
+def boom(ctx, worker):
+    if ctx == 2:
+        raise ValueError("example 2 exploded")
+
+
+def test_auto_workers_is_at_least_two():
+    assert auto_workers() >= 2
+    assert WorkerPool(0).n_workers == auto_workers()
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_all_tasks_complete_on_distinct_workers(kind):
+    with make_pool(kind, 2) as pool:
+        for b in range(8):
+            pool.submit(noop, b, label=f"example {b}")
+        res = pool.wait(8, timeout=30)
+        assert res.reached and not res.timed_out
+        assert pool.n_completed() == 8
+        assert pool.workers_used(pool.records) == {0, 1}
+        assert [r.worker for r in pool.records] == [0, 1] * 4
+
+
+def test_process_workers_write_shared_arrays():
+    with ProcessWorkerPool(2) as pool:
+        arr = pool.array((6,), np.int64)
+        arr[...] = -1
+        _SHARED["arr"] = arr  # reached by the forked workers; only an index is pickled
+        for i in range(6):
+            pool.submit(_write_shared, i)
+        pool.wait(6, timeout=30)
+    assert arr.tolist() == [0, 1, 0, 1, 0, 1]
+
+
+_SHARED: dict = {}
+
+
+def _write_shared(i, worker):
+    _SHARED["arr"][i] = worker
+
+
+def test_process_pool_refuses_arrays_after_start():
+    with ProcessWorkerPool(2) as pool:
+        pool.submit(noop, 0)
+        pool.wait(1, timeout=30)
+        with pytest.raises(RuntimeError):
+            pool.array((2,))
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_a_raising_task_is_recorded_and_does_not_hang(kind):
+    with make_pool(kind, 2) as pool:
+        for b in range(4):
+            pool.submit(boom, b, label=f"example {b}")
+        res = pool.wait(4, timeout=30)
+        assert not res.reached and not res.timed_out and res.finished == 4
+        (bad,) = [r for r in pool.records if r.error]
+        assert bad.label == "example 2" and "example 2 exploded" in bad.error
+        assert pool.n_completed() == 3
+
+
+def test_wait_is_bounded_by_its_timeout():
+    release = threading.Event()
+    with WorkerPool(2) as pool:
+        pool.submit(lambda ctx, w: release.wait(10), None)
+        t0 = time.monotonic()
+        res = pool.wait(1, timeout=0.3)
+        assert res.timed_out and not res.reached
+        assert time.monotonic() - t0 < 2
+        release.set()
+
+
+def test_single_worker_fault_puts_everything_on_worker_0():
+    with WorkerPool(2, fault="single-worker") as pool:
+        for b in range(6):
+            pool.submit(noop, b)
+        assert pool.wait(6, timeout=30).reached
+        assert pool.workers_used(pool.records) == {0}
+
+
+def test_dropped_task_is_reported_at_once_not_waited_for():
+    with WorkerPool(2, fault="drop-task") as pool:
+        for b in range(8):
+            pool.submit(noop, b, label=f"example {b}")
+        t0 = time.monotonic()
+        res = pool.wait(8, timeout=60)
+        assert time.monotonic() - t0 < 5
+        assert not res.reached and not res.timed_out
+        assert [r.label for r in pool.records if not r.done] == ["example 3"]

@@ -1,0 +1,120 @@
+"""The parallel-grad gate: the seed's lines, T1-T4, every executor, and no flakes."""
+
+import numpy as np
+import pytest
+
+from nxgates.core.mlp import Dims, init_data
+from nxgates.core.tape import F32, constf
+from nxgates.errors import ConfigError
+from nxgates.gates import parallel_grad as pg
+from tests.conftest import ctx
+
+SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "workers": 0, "executor": "thread"}
+
+
+def by_name(out):
+    return {c.name: c.passed for c in out.checks}
+
+
+def texts(out):
+    return [getattr(i, "text", "") for i in out.items]
+
+
+def test_seed_sizes_print_the_seed_lines():
+    out = pg.run(ctx(SEED))
+    lines = texts(out)
+    assert " workers=2 pool tasks completed=8/8" in lines
+    (line,) = [t for t in lines if t.startswith(" bit-mismatches=0 non-zero grad cells checked=")]
+    assert line.endswith("/1536")
+    assert int(line.split("=")[-1].split("/")[0]) > 192
+    assert by_name(out) == {pg.T1: True, pg.T2: True, pg.T3: True}
+    m = out.metrics
+    assert (m["tasks_completed"], m["distinct_workers"], m["bit_mismatches"], m["total_cells"]) == (8, 2, 0, 1536)
+    assert len(m["grads_sha256"]) == 64
+
+
+def test_init_is_the_seeds_formulas():
+    w, x, t = init_data(Dims(8, 16, 4), 8)
+    assert w.dtype == x.dtype == t.dtype == F32
+    assert w[5] == constf(((5 * 7 + 1) % 13) - 6, 8)
+    assert x[1, 3] == constf(((11 * 5 + 2) % 11) - 5, 7)
+    assert t[2, 1] == constf(((9 * 3 + 1) % 9) - 4, 6)
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+@pytest.mark.parametrize("dims", [(8, 16, 4, 8), (5, 3, 2, 7), (31, 9, 3, 2), (64, 33, 10, 13)])
+def test_green_at_other_sizes_with_every_executor(executor, dims):
+    D, H, O, B = dims
+    params = {**SEED, "D": D, "H": H, "O": O, "B": B, "executor": executor, "workers": 2}
+    out = pg.run(ctx(params))
+    assert all(by_name(out).values()), by_name(out)
+
+
+def test_executors_and_worker_counts_give_the_same_bits():
+    digests = {pg.run(ctx({**SEED, "executor": e, "workers": w})).digest
+               for e in ("thread", "process") for w in (2, 3, 5)}
+    assert len(digests) == 1
+
+
+def test_green_100_times_in_a_row():
+    digests = set()
+    for _ in range(100):
+        out = pg.run(ctx(SEED))
+        assert all(by_name(out).values()), by_name(out)
+        digests.add(out.digest)
+    assert len(digests) == 1
+
+
+def test_t1_compare_sees_one_ulp_in_one_example():
+    w, x, t = init_data(Dims(8, 16, 4), 8)
+    g = np.random.default_rng(1).standard_normal((8, 192)).astype(F32)
+    other = g.copy()
+    other[5, 17] = np.nextafter(other[5, 17], np.float32(np.inf))
+    cmp = pg.compare_bits(g, other)
+    assert cmp.mismatches == 1 and cmp.bad_rows == [(5, 1)]
+    assert pg.compare_bits(g, g.copy()).mismatches == 0
+    zero = np.zeros((1, 3), F32)
+    assert pg.compare_bits(zero, -zero).mismatches == 3  # -0.0 has other bits than 0.0
+
+
+def test_save_then_compare_round_trip(tmp_path):
+    path = tmp_path / "grads.npy"
+    saved = pg.run(ctx(SEED, save_grads=str(path)))
+    arr = np.load(path)
+    assert arr.dtype == F32 and arr.shape == (8, 192)
+    out = pg.run(ctx(SEED, compare_grads=str(path)))
+    assert by_name(out)[pg.T4] is True
+    assert out.digest == saved.digest
+
+
+def test_compare_fails_on_a_one_ulp_difference(tmp_path):
+    path = tmp_path / "grads.npy"
+    pg.run(ctx(SEED, save_grads=str(path)))
+    arr = np.load(path)
+    arr[3, 100] = np.nextafter(arr[3, 100], np.float32(-np.inf))
+    np.save(path, arr)
+    out = pg.run(ctx(SEED, compare_grads=str(path)))
+    assert by_name(out)[pg.T4] is False
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    (b"not a numpy file at all", "not a readable .npy"),
+    (np.zeros((8, 191), F32), "does not match (B, NP) = (8, 192)"),
+    (np.zeros((8, 192), np.float64), "expected float32"),
+])
+def test_bad_compare_files_are_usage_errors(tmp_path, content, message):
+    path = tmp_path / "g.npy"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        np.save(path, content)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        pg.run(ctx(SEED, compare_grads=str(path)))
+
+
+def test_validation():
+    with pytest.raises(ConfigError, match="workers=1"):
+        pg.validate({**SEED, "workers": 1})
+    with pytest.raises(Exception, match="memory budget"):
+        pg.validate({**SEED, "D": 1 << 20, "H": 1 << 20})
