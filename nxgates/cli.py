@@ -118,8 +118,8 @@ def show_cmd(gate: str, config: str | None) -> None:
     for check in g.checks:
         click.echo(f"  {check}")
     click.echo("faults (--inject FAULT):")
-    for fault, doc in g.faults.items():
-        click.echo(f"  {fault:<18} {doc}")
+    for fault, spec in g.faults.items():
+        click.echo(f"  {fault:<18} {spec.doc} (caught by: {', '.join(spec.caught_by)})")
     if not g.faults:
         click.echo("  (none)")
 
@@ -207,6 +207,70 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     if code == EXIT_INTERNAL:
         click.echo("nxgates: internal error in a gate (run with --debug for the traceback)", err=True)
     return code if done else EXIT_FAIL
+
+
+@cli.command("selftest")
+@click.argument("gates", nargs=-1)
+@_config_option
+@click.option("--json", "json_path", default=None, metavar="PATH",
+              help="Write the kill table and every run as JSON ('-' = stdout).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              metavar="SECONDS", help="Per-run time limit.")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | None, timeout: float,
+                 debug: bool) -> int:
+    """Prove every gate can fail: run each clean (must PASS) and with each planted fault (must FAIL).
+
+    Exits 0 only when every clean run passes and every fault is caught by the checks it names.
+    """
+    import json
+
+    from nxgates import registry, reports
+    from nxgates.render import Renderer
+    from nxgates.runner import selftest
+
+    reg = _registry(config)
+    entries = reg.select(gates or ("all",))
+    params = registry.effective_params(entries, None, ())
+    reports.check_writable(json_path, "--json")
+    renderer = Renderer(sys.stderr if json_path == "-" else sys.stdout)
+    renderer.line(f"{'GATE':<16}{'FAULT':<20}{'EXPECTED':<10}{'RESULT':<10}BY")
+
+    def show(row) -> None:
+        if row.fault is None:
+            result, by = ("PASS" if row.ok else "FAIL"), "all checks" if row.ok else ", ".join(row.failed_checks)
+            line = f"{row.gate:<16}{'(clean)':<20}{'pass':<10}{result:<10}{by}"
+        else:
+            result = "caught" if row.ok else "MISSED"
+            by = ", ".join(row.failed_checks) or row.report.error or "no check failed"
+            line = f"{row.gate:<16}{row.fault:<20}{'fail':<10}{result:<10}{by}"
+        renderer.line(line, "green" if row.ok else "bold red")
+        if row.report.traceback and debug:
+            click.echo(row.report.traceback, err=True)
+
+    rows = selftest(entries, params, timeout, on_row=show)
+    n_faults = sum(r.fault is not None for r in rows)
+    caught = sum(r.ok for r in rows if r.fault is not None)
+    clean_ok = sum(r.ok for r in rows if r.fault is None)
+    ok = all(r.ok for r in rows)
+    renderer.line(f"==== selftest: {clean_ok}/{len(rows) - n_faults} clean gates passed, {caught}/{n_faults} faults "
+                  f"caught -- {'GREEN' if ok else 'RED'}", "bold green" if ok else "bold red")
+    if json_path:
+        doc = {
+            "nxgates": __version__,
+            "passed": ok,
+            "kills": [{"gate": r.gate, "fault": r.fault, "ok": r.ok, "caught": r.fault is not None and r.ok,
+                       "failed_checks": r.failed_checks, "expected": list(r.expected)} for r in rows],
+            "gates": [reports.gate_json(r.report) for r in rows],
+        }
+        text = json.dumps(doc, indent=2) + "\n"
+        if json_path == "-":
+            click.echo(text, nl=False)
+        else:
+            reports.write_text(json_path, text, "--json")
+    if any(r.report.error_kind == "crash" for r in rows):
+        return EXIT_INTERNAL
+    return 0 if ok else EXIT_FAIL
 
 
 def main() -> None:

@@ -69,6 +69,14 @@ class ChoiceParam:
 Param = IntParam | ChoiceParam
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A named, deliberately planted defect; the gate must FAIL, at least through ``caught_by``."""
+
+    doc: str
+    caught_by: tuple[str, ...]
+
+
 @dataclass
 class Check:
     """One PASS/FAIL line of a gate."""
@@ -156,7 +164,7 @@ class GateDef:
     params: dict[str, Param]
     checks: tuple[str, ...]
     run: Callable[[RunContext], GateOutput]
-    faults: dict[str, str] = field(default_factory=dict)
+    faults: dict[str, Fault] = field(default_factory=dict)
     #: cross-parameter validation and resource estimates; raises ConfigError / ResourceError
     validate: Callable[[dict[str, ParamValue]], None] = lambda params: None
     #: extra `run` options this gate understands (e.g. save_grads), beyond --set/--preset

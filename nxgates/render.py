@@ -75,8 +75,8 @@ class Renderer:
         self._emit(f"==== nxgates: {n_pass} / {len(reports)} gates passed -- {'GREEN' if ok else 'RED'}",
                    "bold green" if ok else "bold red")
 
-    def error(self, text: str) -> None:
-        self._emit(text, "bold red")
+    def line(self, text: str, style: str | None = None) -> None:
+        self._emit(text, style)
 
 
 class RichProgress(Progress):

@@ -118,3 +118,39 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
 
 def _signature(report: GateReport) -> tuple:
     return tuple((c.name, c.passed) for c in report.output.checks), report.output.digest
+
+
+@dataclass
+class KillRow:
+    """One selftest row: a gate run clean (``fault`` None, must pass) or with a planted fault (must fail)."""
+
+    gate: str
+    fault: str | None
+    report: GateReport
+    expected: tuple[str, ...] = ()
+
+    @property
+    def failed_checks(self) -> list[str]:
+        return [c.name for c in self.report.output.checks if not c.passed]
+
+    @property
+    def ok(self) -> bool:
+        if self.fault is None:
+            return self.report.passed
+        failed = set(self.failed_checks)
+        return self.report.error is None and not self.report.passed and failed >= set(self.expected)
+
+
+def selftest(entries: list[GateEntry], params: dict[str, dict[str, ParamValue]], timeout: float | None,
+             on_row: Any = None) -> list[KillRow]:
+    """Every gate clean, then with each of its faults: the liar-kill table."""
+    rows = []
+    for entry in entries:
+        faults = [(None, None), *entry.gate.faults.items()]
+        for fault, spec in faults:
+            report = run_gate(entry, params[entry.name], fault=fault, timeout=timeout)
+            row = KillRow(entry.name, fault, report, spec.caught_by if spec else ())
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+    return rows

@@ -23,7 +23,7 @@ from nxgates.core import q20
 from nxgates.core.memory import require
 from nxgates.core.q20 import S, tdiv
 from nxgates.errors import ConfigError, ResourceError
-from nxgates.gatekit import ChoiceParam, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
 
 PARAMS = {
     "T": IntParam("tokens: rows of x", min=1, max=1 << 20),
@@ -40,10 +40,12 @@ CHECK_B = "gradcheck B (lora)"
 CHECK_FROZEN = "base W frozen"
 
 FAULTS = {
-    "grad-bug": "the analytic gradient of one cell of A is off by 10% of max|grad| (above the tolerance)",
-    "missing-rescale": "one product h*dy in the backward of B is not divided by S",
-    "transposed-b": "dB is written with swapped indices (dB[j,k] for dB[k,j], row-major)",
-    "train-base": "the run writes to the frozen base W (one cell moved by delta, never restored)",
+    "grad-bug": Fault("the analytic gradient of one cell of A is off by 10% of max|grad| (above the tolerance)",
+                      (CHECK_A,)),
+    "missing-rescale": Fault("one product h*dy in the backward of B is not divided by S", (CHECK_B,)),
+    "transposed-b": Fault("dB is written with swapped indices (dB[j,k] for dB[k,j], row-major)", (CHECK_B,)),
+    "train-base": Fault("the run writes to the frozen base W (one cell moved by delta, never restored)",
+                        (CHECK_FROZEN,)),
 }
 
 

@@ -30,7 +30,7 @@ from nxgates.core.mlp import Dims, example_grads, init_data
 from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, make_pool
 from nxgates.core.tape import F32, Tape
 from nxgates.errors import ConfigError
-from nxgates.gatekit import ChoiceParam, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
 
 PARAMS = {
     "D": IntParam("input width", min=1, max=1 << 20),
@@ -47,10 +47,11 @@ T3 = "T3 deterministic (re-run parallel identical)"
 T4 = "T4 grads BIT-IDENTICAL to the saved file"
 
 FAULTS = {
-    "shared-arena": "every task uses one shared tape/arena; a barrier forces the tasks to overlap",
-    "single-worker": "the pool deals every task to worker 0",
-    "nondeterministic": "example 1's hidden layer drifts with the number of times it has been computed",
-    "drop-task": "the pool accepts one task and never runs it",
+    "shared-arena": Fault("every task uses one shared tape/arena; a barrier forces the tasks to overlap", (T1,)),
+    "single-worker": Fault("the pool deals every task to worker 0", (T2,)),
+    "nondeterministic": Fault("example 1's hidden layer drifts with the number of times it has been computed",
+                              (T3,)),
+    "drop-task": Fault("the pool accepts one task and never runs it", (T2,)),
 }
 BARRIER_SECONDS = 10.0
 

@@ -19,7 +19,7 @@ import numpy as np
 from nxgates.core.memory import require
 from nxgates.core.mlp import Dims, example_grads, init_data
 from nxgates.core.tape import F32, Node, Tape
-from nxgates.gatekit import GateDef, GateOutput, IntParam, RunContext
+from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
 
 PARAMS = {
     "D": IntParam("MLP input width", min=1, max=1 << 16),
@@ -30,7 +30,10 @@ PARAMS = {
     "tol_permil": IntParam("a cell passes when |num - ana| * 1000 / max|grad| <= this", min=0, max=1000),
 }
 
-FAULTS = {"relu-grad": "the tape's relu passes the gradient through negative inputs (derivative 1 everywhere)"}
+FAULTS = {
+    "relu-grad": Fault("the tape's relu passes the gradient through negative inputs (derivative 1 everywhere)",
+                       ("op relu", "MLP per-example grads")),
+}
 
 
 def _values(n: int, salt: int) -> np.ndarray:
