@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench lint clean compile
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ $(VENV)/.dev-installed: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(VENV)/.run-installed $@
 
-run: $(VENV)/.run-installed
+# Byte-compile the (editable) package: with PYTHONDONTWRITEBYTECODE set, as on CI, every start would
+# otherwise recompile it from source.
+compile: $(VENV)/.run-installed
+	@$(PY) -m compileall -q nxgates
+
+run: compile
 	$(VENV)/bin/nxgates run all
 
 test: $(VENV)/.dev-installed
@@ -26,7 +31,7 @@ test: $(VENV)/.dev-installed
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 
-bench: $(VENV)/.run-installed
+bench: compile
 	$(PY) benchmarks/bench.py
 
 clean:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import sys
-import traceback
 from typing import Any
 
 import click
@@ -47,11 +47,17 @@ class NxGroup(click.Group):
             code = exc.exit_code
         except Exception as exc:  # a bug in nxgates itself
             if debug:
+                import traceback
+
                 traceback.print_exc()
             click.echo(f"nxgates: internal error: {type(exc).__name__}: {_one_line(str(exc))}"
                        " (run with --debug for the traceback)", err=True)
             code = EXIT_INTERNAL
         if standalone_mode:
+            if code == EXIT_INTERRUPTED:  # do not wait for worker threads or processes to wind down
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
             sys.exit(code)
         return code
 
@@ -132,7 +138,8 @@ def show_cmd(gate: str, config: str | None) -> None:
 @_config_option
 @click.option("--json", "json_path", default=None, metavar="PATH",
               help="Write the JSON report here ('-' = stdout; the human report then goes to stderr).")
-@click.option("--junit", "junit_path", default=None, metavar="PATH", help="Write a JUnit XML report here.")
+@click.option("--junit", "junit_path", default=None, metavar="PATH",
+              help="Write a JUnit XML report here ('-' = stdout; the human report then goes to stderr).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only FAIL lines and verdicts.")
 @click.option("-v", "--verbose", is_flag=True, help="Print per-cell detail.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
@@ -175,10 +182,12 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
             if fault not in e.gate.faults:
                 known = ", ".join(e.gate.faults) or "none"
                 raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
+    if json_path == "-" and junit_path == "-":
+        raise ConfigError("--json - and --junit - cannot both write to stdout")
     reports.check_writable(json_path, "--json")
     reports.check_writable(junit_path, "--junit")
 
-    human = sys.stderr if json_path == "-" else sys.stdout
+    human = sys.stderr if "-" in (json_path, junit_path) else sys.stdout
     renderer = Renderer(human, quiet=quiet, verbose=verbose)
     done = []
     interrupted = False
@@ -199,7 +208,9 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         click.echo(reports.json_text(done, interrupted), nl=False)
     elif json_path:
         reports.write_text(json_path, reports.json_text(done, interrupted), "--json")
-    if junit_path:
+    if junit_path == "-":
+        click.echo(reports.junit_text(done), nl=False)
+    elif junit_path:
         reports.write_text(junit_path, reports.junit_text(done), "--junit")
     if interrupted:
         return EXIT_INTERRUPTED

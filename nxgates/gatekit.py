@@ -6,6 +6,7 @@ defaults and presets. The runner, the CLI and the reports see a gate only throug
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 from nxgates.errors import ConfigError, GateTimeout
 
 ParamValue = int | str
+_INT = re.compile(r"[+-]?[0-9]{1,30}")
 
 
 @dataclass(frozen=True)
@@ -28,11 +30,9 @@ class IntParam:
 
     def parse(self, key: str, text: str) -> int:
         text = text.strip()
-        try:
-            value = int(text, 10)
-        except ValueError:
-            raise ConfigError(f"{key} takes an integer, got {text!r}") from None
-        return self.check(key, value)
+        if not _INT.fullmatch(text):  # no floats, hex, underscores or other spellings int() would take
+            raise ConfigError(f"{key} takes an integer, got {text!r}")
+        return self.check(key, int(text, 10))
 
     def check(self, key: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -137,6 +137,7 @@ class GateOutput:
     green: str = "GREEN"
     red: str = "RED"
     digest: str = ""  #: a stable fingerprint of the numbers, compared across --repeat runs
+    _clock: float = field(default_factory=time.perf_counter, repr=False)
 
     def info(self, text: str) -> None:
         self.items.append(Line(text, "info"))
@@ -147,8 +148,11 @@ class GateOutput:
     def verbose(self, text: str) -> None:
         self.items.append(Line(text, "verbose"))
 
-    def check(self, name: str, passed: bool, detail: str = "", seconds: float = 0.0) -> Check:
-        c = Check(name, bool(passed), detail, seconds)
+    def check(self, name: str, passed: bool, detail: str = "", seconds: float | None = None) -> Check:
+        """Record a PASS/FAIL line; its time is the work since the previous check (or the start)."""
+        now = time.perf_counter()
+        c = Check(name, bool(passed), detail, now - self._clock if seconds is None else seconds)
+        self._clock = now
         self.items.append(c)
         return c
 

@@ -7,17 +7,17 @@ imported or executed. Every problem becomes a :class:`ConfigError` with one line
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import re
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import nxgates.gates
 from nxgates.errors import ConfigError
 from nxgates.gatekit import GateDef, ParamValue
+
+GATES_DIR = Path(__file__).parent / "gates"
+PACKAGED_CONFIG = Path(__file__).parent / "gates.toml"
 
 SEED_PRESET = "seed"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -26,15 +26,50 @@ _MODULE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 @dataclass
 class GateEntry:
-    """One ``[gates.NAME]`` table, validated against its module's declaration."""
+    """One ``[gates.NAME]`` table. Its module is imported, and its params checked against the module's
+    declaration, only when the gate is first used: ``nxgates run lora`` imports the lora gate alone.
+    """
 
     name: str
     module: str
     description: str
     aliases: tuple[str, ...]
-    defaults: dict[str, ParamValue]
-    presets: dict[str, dict[str, ParamValue]]
-    gate: GateDef = field(repr=False)
+    raw_params: dict[str, Any] = field(default_factory=dict, repr=False)
+    raw_presets: dict[str, Any] = field(default_factory=dict, repr=False)
+    where: str = ""
+    _gate: GateDef | None = field(default=None, repr=False)
+    _defaults: dict[str, ParamValue] = field(default_factory=dict, repr=False)
+    _presets: dict[str, dict[str, ParamValue]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, name: str, gate: GateDef, defaults: dict[str, ParamValue]) -> GateEntry:
+        """An entry for a gate defined in code (tests, embedding)."""
+        return cls(name, name, name, (), _gate=gate, _defaults=dict(defaults), _presets={SEED_PRESET: {}})
+
+    def _load(self) -> GateDef:
+        if self._gate is None:
+            gate = importlib.import_module(f"nxgates.gates.{self.module}").GATE
+            defaults = _checked_params(f"{self.where}.params", gate, self.raw_params, complete=True)
+            _validate(f"{self.where}.params", gate, defaults)
+            presets: dict[str, dict[str, ParamValue]] = {SEED_PRESET: {}}
+            for pname, values in self.raw_presets.items():
+                presets[pname] = _checked_params(f"{self.where}.presets.{pname}", gate, values, complete=False)
+            self._gate, self._defaults, self._presets = gate, defaults, presets
+        return self._gate
+
+    @property
+    def gate(self) -> GateDef:
+        return self._load()
+
+    @property
+    def defaults(self) -> dict[str, ParamValue]:
+        self._load()
+        return self._defaults
+
+    @property
+    def presets(self) -> dict[str, dict[str, ParamValue]]:
+        self._load()
+        return self._presets
 
 
 @dataclass
@@ -59,6 +94,8 @@ class Registry:
             for entry in self.gates.values() if name == "all" else [self.resolve(name)]:
                 if entry not in chosen:
                     chosen.append(entry)
+        for entry in chosen:
+            entry.gate  # noqa: B018 - load and check each chosen gate before anything runs
         return chosen
 
 
@@ -72,15 +109,11 @@ def load(path: str | Path | None = None) -> Registry:
     """Read and validate a registry: ``path``, else ./gates.toml, else the one shipped in the package."""
     if path is None:
         path = default_config_path()
-    if path is None:
-        text = resources.files("nxgates").joinpath("gates.toml").read_text(encoding="utf-8")
-        source = "gates.toml (packaged)"
-    else:
-        source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{source}: cannot read config: {getattr(exc, 'strerror', None) or exc}") from None
+    source = "gates.toml (packaged)" if path is None else str(path)
+    try:
+        text = Path(PACKAGED_CONFIG if path is None else path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read config: {getattr(exc, 'strerror', None) or exc}") from None
     return parse(text, source)
 
 
@@ -107,7 +140,8 @@ def parse(text: str, source: str) -> Registry:
 
 
 def available_modules() -> set[str]:
-    return {m.name for m in pkgutil.iter_modules(nxgates.gates.__path__) if not m.name.startswith("_")}
+    """The gate modules nxgates ships: the only modules a registry may name."""
+    return {p.stem for p in GATES_DIR.glob("*.py") if not p.stem.startswith("_")}
 
 
 def _entry(source: str, name: str, table: Any) -> GateEntry:
@@ -127,7 +161,6 @@ def _entry(source: str, name: str, table: Any) -> GateEntry:
     if not isinstance(module, str) or not _MODULE.match(module) or module not in available_modules():
         known = ", ".join(sorted(available_modules()))
         raise ConfigError(f"{where}: module {module!r} is not a gate module of nxgates (known: {known})")
-    gate = importlib.import_module(f"nxgates.gates.{module}").GATE
     description = table["description"]
     if not isinstance(description, str) or not description.strip():
         raise ConfigError(f"{where}: description must be a non-empty string")
@@ -137,17 +170,13 @@ def _entry(source: str, name: str, table: Any) -> GateEntry:
     params = table["params"]
     if not isinstance(params, dict):
         raise ConfigError(f"{where}: params must be a table")
-    defaults = _checked_params(f"{where}.params", gate, params, complete=True)
-    presets_table = table.get("presets", {})
-    if not isinstance(presets_table, dict):
+    presets = table.get("presets", {})
+    if not isinstance(presets, dict):
         raise ConfigError(f"{where}: presets must be a table of tables")
-    presets: dict[str, dict[str, ParamValue]] = {SEED_PRESET: {}}
-    for pname, values in presets_table.items():
+    for pname, values in presets.items():
         if not isinstance(values, dict):
             raise ConfigError(f"{where}.presets.{pname}: must be a table")
-        presets[pname] = _checked_params(f"{where}.presets.{pname}", gate, values, complete=False)
-    _validate(f"{where}.params", gate, defaults)
-    return GateEntry(name, module, description.strip(), tuple(aliases), defaults, presets, gate)
+    return GateEntry(name, module, description.strip(), tuple(aliases), params, presets, where)
 
 
 def _checked_params(where: str, gate: GateDef, values: dict, complete: bool) -> dict[str, ParamValue]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nxgates import __version__
 from nxgates.errors import ConfigError
 from nxgates.runner import GateReport
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 
 def to_json(reports: list[GateReport], interrupted: bool = False) -> dict[str, Any]:
@@ -38,6 +39,7 @@ def gate_json(r: GateReport) -> dict[str, Any]:
 
 def to_junit(reports: list[GateReport]) -> ET.Element:
     """One <testsuite> per gate, one <testcase> per check; <failure> for a FAIL, <error> for crash/timeout."""
+    import xml.etree.ElementTree as ET
     suites = ET.Element("testsuites", name="nxgates")
     totals = {"tests": 0, "failures": 0, "errors": 0}
     for r in reports:
@@ -72,13 +74,16 @@ def check_writable(path: str | None, flag: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{flag} {path}: is a directory")
-    if not p.parent.exists() if str(p.parent) else False:
+    if not p.parent.is_dir():
         raise ConfigError(f"{flag} {path}: directory {p.parent} does not exist")
+    existed = p.exists()
     try:
         with open(p, "a", encoding="utf-8"):
             pass
     except OSError as exc:
         raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+    if not existed:
+        p.unlink()  # leave no empty report behind if the run stops before writing it
 
 
 def write_text(path: str, text: str, flag: str) -> None:
@@ -89,10 +94,14 @@ def write_text(path: str, text: str, flag: str) -> None:
 
 
 def json_text(reports: list[GateReport], interrupted: bool = False) -> str:
+    import json
+
     return json.dumps(to_json(reports, interrupted), indent=2) + "\n"
 
 
 def junit_text(reports: list[GateReport]) -> str:
+    import xml.etree.ElementTree as ET
+
     root = to_junit(reports)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +69,8 @@ def run_gate(
     except Exception as exc:  # a bug in a gate: report it, keep the other gates running
         seconds = time.perf_counter() - start
         report = _failed(entry, params, fault, seconds, f"internal error: {type(exc).__name__}: {exc}", "crash")
+        import traceback
+
         report.traceback = traceback.format_exc()
         return report
     finally:

@@ -16,13 +16,11 @@ before the workers start). A distributed executor (e.g. Dask) would be one more 
 
 from __future__ import annotations
 
-import mmap
-import multiprocessing
 import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,6 +171,8 @@ class ProcessWorkerPool(WorkerPool):
     kind = "process"
 
     def __init__(self, n_workers: int = 0, fault: str | None = None):
+        import multiprocessing  # only the process executor pays for this import
+
         if "fork" not in multiprocessing.get_all_start_methods():
             raise RuntimeError("the process executor needs fork() (Linux or macOS)")
         self._mp = multiprocessing.get_context("fork")
@@ -196,11 +196,15 @@ class ProcessWorkerPool(WorkerPool):
             self._finish(record, err)
 
     def _make_executor(self, worker: int) -> Executor:
+        from concurrent.futures import ProcessPoolExecutor
+
         return ProcessPoolExecutor(max_workers=1, mp_context=self._mp)
 
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:
             raise RuntimeError("shared arrays must be made before the first task starts the workers")
+        import mmap
+
         dt = np.dtype(dtype)
         nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dt.itemsize)
         buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_SHARED)  # anonymous, inherited by the forked workers
