@@ -11,11 +11,15 @@ not waited for.
 
 Two executors share this interface: ``thread`` (numpy releases the GIL inside large operations) and
 ``process`` (fork; arrays the tasks write must come from :meth:`WorkerPool.array`, shared memory mapped
-before the workers start). A distributed executor (e.g. Dask) would be one more subclass.
+before the workers start). A gate talks to a pool only through ``share`` (hand the workers an object,
+get a small picklable handle), ``array``, ``barrier``, ``submit``, ``wait`` and the task records, and a
+task reaches shared state only through :func:`resolve`. A distributed executor (e.g. Dask) is one more
+subclass: ``share`` would scatter the object, ``array`` would gather the rows tasks write.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -27,6 +31,13 @@ from typing import Any
 import numpy as np
 
 EXECUTORS = ("thread", "process")
+_SHARED: dict[int, Any] = {}  # what pools have shared, by handle; forked workers inherit it
+_handles = itertools.count(1)
+
+
+def resolve(handle: int) -> Any:
+    """In a task: the object a pool shared under ``handle``."""
+    return _SHARED[handle]
 POOL_FAULTS = ("single-worker", "drop-task")
 
 
@@ -73,6 +84,7 @@ class WorkerPool:
         self._in_flight = 0
         self.records: list[TaskRecord] = []
         self.started = False
+        self._shared: list[int] = []
 
     def _make_executor(self, worker: int) -> Executor:
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"nxgates-worker{worker}")
@@ -83,6 +95,15 @@ class WorkerPool:
 
     def barrier(self, parties: int, timeout: float) -> Any:
         return threading.Barrier(parties, timeout=timeout)
+
+    def share(self, obj: Any) -> int:
+        """Make ``obj`` reachable from tasks through :func:`resolve`; returns the handle to pass them."""
+        if self.started and self.kind == "process":
+            raise RuntimeError("objects must be shared before the first task starts the workers")
+        handle = next(_handles)
+        _SHARED[handle] = obj
+        self._shared.append(handle)
+        return handle
 
     # ---- the seed's interface -----------------------------------------------------------------------
 
@@ -152,6 +173,9 @@ class WorkerPool:
     def close(self) -> None:
         for ex in self._executors:
             ex.shutdown(wait=False, cancel_futures=True)
+        for handle in self._shared:
+            _SHARED.pop(handle, None)
+        self._shared.clear()
 
     def __enter__(self) -> WorkerPool:
         return self

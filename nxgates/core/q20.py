@@ -5,9 +5,11 @@ numpy's int64 arithmetic wraps silently on overflow. Every kernel here therefore
 
 * divides with :func:`tdiv` (truncation toward zero), and
 * proves, before it multiplies or sums, that no product and no partial sum can leave
-  ``(-LIMIT, LIMIT)``: it bounds ``sum |a| * |b|`` in float64 (relative error far below the factor-2
-  margin between ``LIMIT = 2**62`` and int64's ``2**63``). If the bound fails it raises
-  :class:`Q20Overflow` instead of returning a wrapped number.
+  ``(-LIMIT, LIMIT)``, ``LIMIT = 2**62``. First a cheap exact bound in Python ints from the operands'
+  largest magnitudes (``k * max|a| * max|b|`` for a k-term dot product); only if that coarse bound fails,
+  the tight one, ``sum |a| * |b|`` in float64 (its relative error is far below the factor-2 margin to
+  int64's ``2**63``). If that fails too it raises :class:`Q20Overflow` instead of returning a wrapped
+  number.
 
 Integer addition is associative, so once the bound holds the order of accumulation cannot change a
 result: the vectorised kernels give exactly the numbers of the seed's scalar loops.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 S = 1 << 20  #: one in Q20
-LIMIT = float(1 << 62)  #: every |intermediate| stays strictly below this
+LIMIT = 1 << 62  #: every |intermediate| stays strictly below this
 _CHUNK_ELEMENTS = 1 << 22  #: cap on temporary int64 elements in per-term kernels (32 MiB)
 
 
@@ -39,7 +41,7 @@ def as_q(a: np.ndarray | list | int) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def check_bound(bound: float | np.floating, what: str) -> None:
+def check_bound(bound: int | float | np.floating, what: str) -> None:
     """Raise :class:`Q20Overflow` unless ``bound`` (an upper bound of |value|) is below ``LIMIT``."""
     if not bound < LIMIT:  # also catches NaN / inf
         raise Q20Overflow(what, float(bound))
@@ -49,35 +51,51 @@ def abs_f64(a: np.ndarray) -> np.ndarray:
     return np.abs(a.astype(np.float64))
 
 
+def max_abs(a: np.ndarray | int) -> int:
+    """The largest |element| as an exact Python int (np.abs would wrap on int64's minimum)."""
+    a = np.asarray(a)
+    if a.size == 0:
+        return 0
+    return max(int(a.max()), -int(a.min()))
+
+
 def tdiv(a: np.ndarray | int, d: int) -> np.ndarray:
     """C division by a positive int: truncates toward zero (``tdiv(-3, 2) == -1``, numpy's ``//`` gives -2)."""
     if d <= 0:
         raise ValueError("tdiv divides by a positive integer")
     a = as_q(a)
+    if d & (d - 1) == 0:  # a power of two, as S: shift, rounding negatives up first (no integer division)
+        shift = d.bit_length() - 1
+        return (a + ((a >> 63) & (d - 1))) >> shift
     q = np.abs(a) // d  # |a| < 2^62 by the callers' guards, so np.abs cannot wrap
     return np.where(a < 0, -q, q)
 
 
 def mul(a: np.ndarray, b: np.ndarray, what: str = "mul") -> np.ndarray:
-    """Element-wise (broadcasting) product, checked."""
+    """Element-wise (broadcasting) product, checked exactly."""
     a, b = as_q(a), as_q(b)
-    if a.size and b.size:
-        check_bound(np.max(abs_f64(a)) * np.max(abs_f64(b)), what)
+    check_bound(max_abs(a) * max_abs(b), what)
     return a * b
 
 
 def add(a: np.ndarray, b: np.ndarray, what: str = "add") -> np.ndarray:
-    """Element-wise sum, checked."""
+    """Element-wise sum, checked exactly."""
     a, b = as_q(a), as_q(b)
-    if a.size and b.size:
-        check_bound(np.max(abs_f64(a)) + np.max(abs_f64(b)), what)
+    check_bound(max_abs(a) + max_abs(b), what)
     return a + b
+
+
+def _terms(a: np.ndarray, axis: int | tuple[int, ...] | None) -> int:
+    if axis is None:
+        return a.size
+    axes = (axis,) if isinstance(axis, int) else axis
+    return int(np.prod([a.shape[ax] for ax in axes], dtype=np.int64))
 
 
 def total(a: np.ndarray, axis: int | tuple[int, ...] | None = None, what: str = "sum") -> np.ndarray:
     """Sum along ``axis``, checked: the sum of |terms| bounds every partial sum in any order."""
     a = as_q(a)
-    if a.size:
+    if a.size and max_abs(a) * _terms(a, axis) >= LIMIT:
         check_bound(np.max(np.sum(abs_f64(a), axis=axis)), what)
     return np.sum(a, axis=axis, dtype=np.int64)
 
@@ -85,9 +103,15 @@ def total(a: np.ndarray, axis: int | tuple[int, ...] | None = None, what: str = 
 def sum_squares(y: np.ndarray, axis: int | tuple[int, ...] | None = None, what: str = "sum of squares"):
     """``sum y*y`` (the seed's loss, left in Q40), checked."""
     y = as_q(y)
-    if y.size:
+    if y.size and max_abs(y) ** 2 * _terms(y, axis) >= LIMIT:
         check_bound(np.max(np.sum(np.square(abs_f64(y)), axis=axis)), what)
     return np.sum(y * y, axis=axis, dtype=np.int64)
+
+
+def _check_dot(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    """Bound every product and partial sum of ``a @ b``: coarse and exact first, tight in float64 if needed."""
+    if a.size and b.size and max_abs(a) * max_abs(b) * a.shape[-1] >= LIMIT:
+        check_bound(np.max(abs_f64(a) @ abs_f64(b)), what)
 
 
 def matmul(a: np.ndarray, b: np.ndarray, what: str = "matmul") -> np.ndarray:
@@ -98,8 +122,7 @@ def matmul(a: np.ndarray, b: np.ndarray, what: str = "matmul") -> np.ndarray:
 def matmul_raw(a: np.ndarray, b: np.ndarray, what: str = "matmul") -> np.ndarray:
     """``a @ b`` exactly, not rescaled; callers that re-divide perturbed sums keep this."""
     a, b = as_q(a), as_q(b)
-    if a.size and b.size:
-        check_bound(np.max(abs_f64(a) @ abs_f64(b)), what)
+    _check_dot(a, b, what)
     return a @ b
 
 
@@ -113,8 +136,7 @@ def matmul_per_term(a: np.ndarray, b: np.ndarray, what: str = "matmul per term")
     k2, n = b.shape
     if k != k2:
         raise ValueError(f"matmul_per_term shapes {a.shape} @ {b.shape}")
-    if a.size and b.size:
-        check_bound(np.max(abs_f64(a) @ abs_f64(b)), what)  # bounds every product and every partial sum
+    _check_dot(a, b, what)  # bounds every product and every partial sum
     out = np.zeros((m, n), dtype=np.int64)
     step = max(1, _CHUNK_ELEMENTS // max(1, m * n))
     for k0 in range(0, k, step):

@@ -179,8 +179,10 @@ def _loss_delta(loss: int, yp: np.ndarray, ym: np.ndarray, axes: tuple[int, ...]
     The unmoved entries cancel exactly in integers. The seed also forms ``L(+d)`` and ``L(-d)`` whole,
     so the guard bounds those too (``L + sum of the moved yp^2``), refusing wherever the seed would wrap.
     """
+    terms = int(np.prod([yp.shape[a] for a in axes]))
     for moved in (yp, ym):
-        q20.check_bound(loss + np.max(np.sum(np.square(moved.astype(np.float64)), axis=axes)), "L(+-delta)")
+        if loss + q20.max_abs(moved) ** 2 * terms >= q20.LIMIT:  # the exact coarse bound failed: be tight
+            q20.check_bound(loss + np.max(np.sum(np.square(moved.astype(np.float64)), axis=axes)), "L(+-delta)")
     return q20.total(q20.mul(yp - ym, q20.add(yp, ym, "yp + ym"), "(yp - ym)(yp + ym)"), axes, "Lp - Lm")
 
 

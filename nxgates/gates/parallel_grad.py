@@ -17,7 +17,6 @@ Arenas are per worker (reset per example), so memory grows with the worker count
 from __future__ import annotations
 
 import hashlib
-import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ import numpy as np
 
 from nxgates.core.memory import fmt_bytes, require
 from nxgates.core.mlp import Dims, example_grads, init_data
-from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, make_pool
+from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, make_pool, resolve
 from nxgates.core.tape import F32, Tape
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
@@ -56,10 +55,7 @@ FAULTS = {
 BARRIER_SECONDS = 10.0
 
 
-# ---- the job: everything a task needs, reachable from a forked worker by id -----------------------------
-
-_JOBS: dict[int, Job] = {}
-_job_ids = itertools.count(1)
+# ---- the job: everything a task needs, shared with the workers through the pool ------------------------
 
 
 @dataclass
@@ -102,17 +98,17 @@ def prepare_task(ctx: tuple[int, list[int]], worker: int) -> None:
     In a forked worker, shared pages are mapped on first touch, at a cost the serial pass (writing into
     memory the parent already touched) never pays; doing it here keeps the timed passes comparable.
     """
-    job_id, rows = ctx
-    job = _JOBS[job_id]
+    handle, rows = ctx
+    job = resolve(handle)
     job.arena(worker)
     for g in job.outputs:
         g[rows, ::1024] = np.nan
 
 
 def run_task(ctx: tuple[int, int, int], worker: int) -> None:
-    """Pool task: example ``b`` of job ``job_id`` into output ``which`` (module level so it pickles)."""
-    job_id, which, b = ctx
-    job = _JOBS[job_id]
+    """Pool task: example ``b`` of the shared job into output ``which`` (module level so it pickles)."""
+    handle, which, b = ctx
+    job = resolve(handle)
     between = None
     if job.barrier is not None and worker not in job.first_done:
         job.first_done.add(worker)
@@ -163,99 +159,95 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
         shared = [pool.array((dims.arena,)) for _ in range(2)]
         job.shared_arena = Tape(dims.arena, shared[0], shared[1])
         job.barrier = pool.barrier(min(pool.n_workers, B), BARRIER_SECONDS)
-    job_id = next(_job_ids)
-    _JOBS[job_id] = job
-    try:
-        out.info("nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the thread pool;"
-                 " per-example grads bit-identical to serial)")
-        # ---- serial: every example on one private arena, in order
-        g_ser = np.full((B, dims.n_params), np.nan, F32)
-        serial_tape = Tape(dims.arena)
-        ctx.progress.start("serial examples", B)
-        t0 = time.perf_counter()
-        for b in range(B):
-            example_grads(serial_tape, dims, job.w, job.x[b], job.t[b], g_ser[b], drift=job.drift(b),
-                          w1_t=job.w1_t)
-            ctx.progress.advance()
-            ctx.check_time()
-        serial_seconds = time.perf_counter() - t0
+    handle = pool.share(job)
+    out.info("nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the thread pool;"
+             " per-example grads bit-identical to serial)")
+    # ---- serial: every example on one private arena, in order
+    g_ser = np.full((B, dims.n_params), np.nan, F32)
+    serial_tape = Tape(dims.arena)
+    ctx.progress.start("serial examples", B)
+    t0 = time.perf_counter()
+    for b in range(B):
+        example_grads(serial_tape, dims, job.w, job.x[b], job.t[b], g_ser[b], drift=job.drift(b),
+                      w1_t=job.w1_t)
+        ctx.progress.advance()
+        ctx.check_time()
+    serial_seconds = time.perf_counter() - t0
 
-        # ---- pool start-up (forks process workers), then the parallel pass and the re-run on the same arenas
-        t0 = time.perf_counter()
-        first = pool.n_submitted + pool.n_workers
-        for w in range(pool.n_workers):
-            rows = [b for b in range(B) for k in (first + b, first + B + b) if pool.worker_for(k) == w]
-            pool.submit(prepare_task, (job_id, sorted(set(rows))), label=f"start worker {w}", worker=w)
-        pool.wait(pool.n_completed() + pool.n_workers, ctx.remaining())
-        pool_start_seconds = time.perf_counter() - t0
-        passes = []
-        for which, label in ((0, "parallel examples"), (1, "re-run examples")):
-            ctx.progress.start(label, B)
-            passes.append(_parallel_pass(ctx, pool, job_id, which, B))
-        (records, waited, parallel_seconds), (records2, waited2, _) = passes
-        g_par, g_par2 = job.outputs
-        ran = sum(r.done and r.error is None for r in records)
-        out.info(f" workers={pool.n_workers} pool tasks completed={ran}/{B}")
+    # ---- pool start-up (forks process workers), then the parallel pass and the re-run on the same arenas
+    t0 = time.perf_counter()
+    first = pool.n_submitted + pool.n_workers
+    for w in range(pool.n_workers):
+        rows = [b for b in range(B) for k in (first + b, first + B + b) if pool.worker_for(k) == w]
+        pool.submit(prepare_task, (handle, sorted(set(rows))), label=f"start worker {w}", worker=w)
+    pool.wait(pool.n_completed() + pool.n_workers, ctx.remaining())
+    pool_start_seconds = time.perf_counter() - t0
+    passes = []
+    for which, label in ((0, "parallel examples"), (1, "re-run examples")):
+        ctx.progress.start(label, B)
+        passes.append(_parallel_pass(ctx, pool, handle, which, B))
+    (records, waited, parallel_seconds), (records2, waited2, _) = passes
+    g_par, g_par2 = job.outputs
+    ran = sum(r.done and r.error is None for r in records)
+    out.info(f" workers={pool.n_workers} pool tasks completed={ran}/{B}")
 
-        t1 = compare_bits(g_ser, g_par)
-        mism, nonzero = t1.mismatches, t1.nonzero
-        out.info(f" bit-mismatches={mism} non-zero grad cells checked={nonzero}/{B * dims.n_params}")
-        for b, n in t1.bad_rows[:8]:
-            out.detail(f"   example {b}: {n} cells differ")
-        t1_ok = mism == 0 and nonzero > dims.n_params
-        t1_detail = (f"{B} examples x {dims.n_params} cells, {nonzero} non-zero" if t1_ok else
-                     f"{mism} mismatching cells" if mism else f"vacuous: only {nonzero} non-zero cells")
-        out.check(T1, t1_ok, t1_detail)
+    t1 = compare_bits(g_ser, g_par)
+    mism, nonzero = t1.mismatches, t1.nonzero
+    out.info(f" bit-mismatches={mism} non-zero grad cells checked={nonzero}/{B * dims.n_params}")
+    for b, n in t1.bad_rows[:8]:
+        out.detail(f"   example {b}: {n} cells differ")
+    t1_ok = mism == 0 and nonzero > dims.n_params
+    t1_detail = (f"{B} examples x {dims.n_params} cells, {nonzero} non-zero" if t1_ok else
+                 f"{mism} mismatching cells" if mism else f"vacuous: only {nonzero} non-zero cells")
+    out.check(T1, t1_ok, t1_detail)
 
-        distinct = pool.workers_used(records)
-        problems = _pool_problems(records, waited, B, len(distinct), pool.n_workers)
-        out.check(T2, not problems, "; ".join(problems) or
-                  f"{ran}/{B} tasks on {len(distinct)} distinct workers of {pool.n_workers}")
+    distinct = pool.workers_used(records)
+    problems = _pool_problems(records, waited, B, len(distinct), pool.n_workers)
+    out.check(T2, not problems, "; ".join(problems) or
+              f"{ran}/{B} tasks on {len(distinct)} distinct workers of {pool.n_workers}")
 
-        mism2 = compare_bits(g_par, g_par2).mismatches
-        problems2 = _pool_problems(records2, waited2, B, None, pool.n_workers)
-        out.check(T3, mism2 == 0 and not problems2,
-                  "; ".join(problems2) or (f"{mism2} cells differ between the two parallel runs" if mism2
-                                           else "second parallel run bit-identical"))
+    mism2 = compare_bits(g_par, g_par2).mismatches
+    problems2 = _pool_problems(records2, waited2, B, None, pool.n_workers)
+    out.check(T3, mism2 == 0 and not problems2,
+              "; ".join(problems2) or (f"{mism2} cells differ between the two parallel runs" if mism2
+                                       else "second parallel run bit-identical"))
 
-        digest = hashlib.sha256(np.ascontiguousarray(g_ser).tobytes()).hexdigest()
-        if compare is not None:
-            mism4 = compare_bits(g_ser, compare).mismatches
-            out.check(T4, mism4 == 0, f"{mism4} cells differ from {ctx.options['compare_grads']}" if mism4
-                      else f"matches {ctx.options['compare_grads']} (sha256 {digest[:16]})")
-        if ctx.options.get("save_grads"):
-            save_grads(ctx.options["save_grads"], g_ser)
-            out.info(f" saved per-example gradients to {ctx.options['save_grads']} ({fmt_bytes(g_ser.nbytes)})")
+    digest = hashlib.sha256(np.ascontiguousarray(g_ser).tobytes()).hexdigest()
+    if compare is not None:
+        mism4 = compare_bits(g_ser, compare).mismatches
+        out.check(T4, mism4 == 0, f"{mism4} cells differ from {ctx.options['compare_grads']}" if mism4
+                  else f"matches {ctx.options['compare_grads']} (sha256 {digest[:16]})")
+    if ctx.options.get("save_grads"):
+        save_grads(ctx.options["save_grads"], g_ser)
+        out.info(f" saved per-example gradients to {ctx.options['save_grads']} ({fmt_bytes(g_ser.nbytes)})")
 
-        out.metrics = {
-            "workers": pool.n_workers,
-            "executor": pool.kind,
-            "tasks_completed": ran,
-            "distinct_workers": len(distinct),
-            "bit_mismatches": mism,
-            "rerun_bit_mismatches": mism2,
-            "nonzero_cells": nonzero,
-            "total_cells": B * dims.n_params,
-            "grads_sha256": digest,
-            "serial_seconds": serial_seconds,
-            "parallel_seconds": parallel_seconds,
-            "pool_start_seconds": pool_start_seconds,
-        }
-        out.digest = digest
-        out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
-                     "per-example gradients bit-identical to serial.")
-        out.red = "TA-PARALLEL-GRAD RED -- parallel training not correct (see mismatches)"
-        return out
-    finally:
-        del _JOBS[job_id]
+    out.metrics = {
+        "workers": pool.n_workers,
+        "executor": pool.kind,
+        "tasks_completed": ran,
+        "distinct_workers": len(distinct),
+        "bit_mismatches": mism,
+        "rerun_bit_mismatches": mism2,
+        "nonzero_cells": nonzero,
+        "total_cells": B * dims.n_params,
+        "grads_sha256": digest,
+        "serial_seconds": serial_seconds,
+        "parallel_seconds": parallel_seconds,
+        "pool_start_seconds": pool_start_seconds,
+    }
+    out.digest = digest
+    out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
+                 "per-example gradients bit-identical to serial.")
+    out.red = "TA-PARALLEL-GRAD RED -- parallel training not correct (see mismatches)"
+    return out
 
 
-def _parallel_pass(ctx: RunContext, pool: WorkerPool, job_id: int, which: int, B: int):
+def _parallel_pass(ctx: RunContext, pool: WorkerPool, handle: int, which: int, B: int):
     first = len(pool.records)
     done_before = pool.n_completed()
     t0 = time.perf_counter()
     for b in range(B):
-        pool.submit(run_task, (job_id, which, b), label=f"example {b}")
+        pool.submit(run_task, (handle, which, b), label=f"example {b}")
     waited = _wait(ctx, pool, done_before, B)
     return pool.records[first:], waited, time.perf_counter() - t0
 

@@ -94,3 +94,14 @@ def test_guard_allows_the_largest_safe_values():
 def test_floats_are_refused():
     with pytest.raises(TypeError):
         q20.matmul(np.ones((1, 1)), np.ones((1, 1)))
+
+
+@given(st.lists(st.integers(-(1 << 61), (1 << 61)), min_size=1, max_size=50), st.integers(0, 40))
+def test_tdiv_by_a_power_of_two_uses_shifts_and_still_truncates(values, k):
+    d = 1 << k
+    assert q20.tdiv(np.array(values, dtype=np.int64), d).tolist() == [cdiv(v, d) for v in values]
+
+
+def test_max_abs_is_exact_at_the_int64_edge():
+    assert q20.max_abs(np.array([-(1 << 63)], dtype=np.int64)) == 1 << 63  # np.abs would wrap to negative
+    assert q20.max_abs(np.array([], dtype=np.int64)) == 0
