@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test bench lint clean compile
+.PHONY: run test bench lint clean compile peer-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,5 +34,10 @@ lint: $(VENV)/.dev-installed
 bench: compile
 	$(PY) benchmarks/bench.py
 
+# torch for the benchmark's batched peer only (never a dependency): the CPU wheel this machine has on disk.
+peer-venv:
+	$(PYTHON) -m venv .venv-peer
+	.venv-peer/bin/python -m pip install -q torch==2.13.0 numpy
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache bench-results
+	rm -rf $(VENV) .venv-peer build dist *.egg-info .pytest_cache .ruff_cache bench-results

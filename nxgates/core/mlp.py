@@ -70,3 +70,4 @@ def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.nd
         between()
     tape.backward(loss)
     tape.grad(nW1), tape.grad(nW2)  # zero-fills a gradient nothing reached
+    tape.reset()  # drop the records (their closures hold views of ``out``) so the arrays can be freed

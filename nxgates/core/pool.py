@@ -171,8 +171,11 @@ class WorkerPool:
         return {r.worker for r in records if r.done and r.error is None}
 
     def close(self) -> None:
+        """Stop the workers; joins them when nothing is in flight (a stuck task must not hang the exit)."""
+        with self._cv:
+            idle = self._in_flight == 0
         for ex in self._executors:
-            ex.shutdown(wait=False, cancel_futures=True)
+            ex.shutdown(wait=idle, cancel_futures=True)
         for handle in self._shared:
             _SHARED.pop(handle, None)
         self._shared.clear()

@@ -89,6 +89,8 @@ class Tape:
 
     def reset(self) -> None:
         """Forget the previous example; its floats are overwritten as the next one is recorded."""
+        for n in self.nodes:
+            n.backward = None  # each op's closure refers to its own node: break the cycle, free at once
         self.nodes.clear()
         self.top = 0
 

@@ -162,6 +162,15 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
     handle = pool.share(job)
     out.info("nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the thread pool;"
              " per-example grads bit-identical to serial)")
+    # ---- pool start-up first: forked workers then do not inherit the serial pass's private arrays
+    t0 = time.perf_counter()
+    first = pool.n_submitted + pool.n_workers
+    for w in range(pool.n_workers):
+        rows = [b for b in range(B) for k in (first + b, first + B + b) if pool.worker_for(k) == w]
+        pool.submit(prepare_task, (handle, sorted(set(rows))), label=f"start worker {w}", worker=w)
+    pool.wait(pool.n_completed() + pool.n_workers, ctx.remaining())
+    pool_start_seconds = time.perf_counter() - t0
+
     # ---- serial: every example on one private arena, in order
     g_ser = np.full((B, dims.n_params), np.nan, F32)
     serial_tape = Tape(dims.arena)
@@ -174,14 +183,7 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
         ctx.check_time()
     serial_seconds = time.perf_counter() - t0
 
-    # ---- pool start-up (forks process workers), then the parallel pass and the re-run on the same arenas
-    t0 = time.perf_counter()
-    first = pool.n_submitted + pool.n_workers
-    for w in range(pool.n_workers):
-        rows = [b for b in range(B) for k in (first + b, first + B + b) if pool.worker_for(k) == w]
-        pool.submit(prepare_task, (handle, sorted(set(rows))), label=f"start worker {w}", worker=w)
-    pool.wait(pool.n_completed() + pool.n_workers, ctx.remaining())
-    pool_start_seconds = time.perf_counter() - t0
+    # ---- the parallel pass, then the re-run on the same arenas
     passes = []
     for which, label in ((0, "parallel examples"), (1, "re-run examples")):
         ctx.progress.start(label, B)
@@ -212,7 +214,7 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
               "; ".join(problems2) or (f"{mism2} cells differ between the two parallel runs" if mism2
                                        else "second parallel run bit-identical"))
 
-    digest = hashlib.sha256(np.ascontiguousarray(g_ser).tobytes()).hexdigest()
+    digest = hashlib.sha256(memoryview(g_ser).cast("B")).hexdigest()  # hashes in place, no copy
     if compare is not None:
         mism4 = compare_bits(g_ser, compare).mismatches
         out.check(T4, mism4 == 0, f"{mism4} cells differ from {ctx.options['compare_grads']}" if mism4
@@ -272,13 +274,18 @@ class BitComparison:
     bad_rows: list[tuple[int, int]]  #: (example, differing cells)
 
 
-def compare_bits(reference: np.ndarray, other: np.ndarray) -> BitComparison:
-    """Raw float32 bit equality per cell: -0.0 differs from 0.0 and NaN never hides a difference."""
+def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16) -> BitComparison:
+    """Raw float32 bit equality per cell: -0.0 differs from 0.0 and NaN never hides a difference.
+
+    Works ``rows`` examples at a time so the temporaries stay small at any B.
+    """
     a, b = reference.view(np.uint32), other.view(np.uint32)
-    differ = a != b
-    per_row = np.count_nonzero(differ, axis=1)
-    return BitComparison(int(per_row.sum()), int(np.count_nonzero(a)),
-                         [(int(r), int(per_row[r])) for r in np.flatnonzero(per_row)])
+    per_row = np.zeros(a.shape[0], dtype=np.int64)
+    nonzero = 0
+    for r0 in range(0, a.shape[0], rows):
+        per_row[r0 : r0 + rows] = np.count_nonzero(a[r0 : r0 + rows] != b[r0 : r0 + rows], axis=1)
+        nonzero += int(np.count_nonzero(a[r0 : r0 + rows]))
+    return BitComparison(int(per_row.sum()), nonzero, [(int(r), int(per_row[r])) for r in np.flatnonzero(per_row)])
 
 
 def _pool_problems(records, waited, B, distinct, n_workers) -> list[str]:

@@ -83,3 +83,12 @@ def test_init_uses_c_division():
     # x[0] = ((2 % 11) - 5) * S / 10 = -3S/10 -> -314572 in C (floor would give -314573)
     assert int(m.x[0, 0]) == -314572
     assert m.W.dtype == np.int64
+
+
+def test_fast_path_without_the_a_priori_proof_gives_the_same_integers(lora_params, monkeypatch):
+    """The guarded fallback (every op checked) and the proven path must agree."""
+    params = {**lora_params, "T": 5, "DM": 33, "R": 4}
+    proven = lora.run(ctx(params))
+    monkeypatch.setattr(lora, "_proven_a", lambda *args: False)
+    checked = lora.run(ctx(params))
+    assert proven.metrics == checked.metrics

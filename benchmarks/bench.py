@@ -1,0 +1,160 @@
+"""`make bench`: speed and memory of the gates, as ratios measured in one run.
+
+Each measurement runs in a child process (so its peak RSS is its own) through nxgates' runner API.
+Prints a table, writes bench-results/bench.json, and exits 1 if a target is missed:
+
+* lora, large preset: the fast gradcheck at least 50x faster than the seed's naive one (same integers);
+  ``nxgates run lora --preset large`` in about a second.
+* parallel-grad, large preset: the parallel pass at least 1.7x faster than the serial pass (2 cores);
+  peak memory within 2 GiB; per-example gradient throughput vs torch.func.vmap(grad) when .venv-peer
+  exists (`make peer-venv`; torch is never a dependency).
+* start-up: whole-process ``nxgates run lora`` at most 1.3x ``python -c "import numpy, click, rich"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PEER_PYTHON = ROOT / ".venv-peer" / "bin" / "python"
+GiB = 1 << 30
+
+
+def one(spec: dict) -> dict:
+    """In the child: run a gate ``spec['repeat']`` times; report seconds, metrics and peak RSS."""
+    from nxgates import registry
+    from nxgates.runner import run_gate
+
+    reg = registry.load(None)
+    entry = reg.resolve(spec["gate"])
+    params = registry.effective_params([entry], spec.get("preset"), spec.get("sets", []))[entry.name]
+    runs = []
+    for _ in range(spec.get("repeat", 1)):
+        t0 = time.perf_counter()
+        report = run_gate(entry, params)
+        runs.append({"seconds": time.perf_counter() - t0, "passed": report.passed,
+                     "metrics": {k: v for k, v in report.output.metrics.items() if not isinstance(v, dict)}})
+    self_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"runs": runs, "rss_self": self_kib * 1024, "rss_children": children_kib * 1024}
+
+
+def child(spec: dict) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    return json.loads(out.stdout)
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def wall(cmd: list[str], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=False, cwd="/tmp")
+        times.append(time.perf_counter() - t0)
+    return median(times)
+
+
+def main() -> int:
+    results: dict = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+    targets: list[tuple[str, bool, str]] = []
+    print(f"nxgates benchmark ({os.cpu_count()} CPUs, Python {sys.version.split()[0]})\n")
+
+    # ---- lora: fast vs naive gradcheck (the same integers; tests assert it) --------------------------
+    print(f"{'lora':<8}{'preset':<8}{'cells':>7}{'fast s':>10}{'naive s':>10}{'ratio':>9}{'peak RSS':>11}")
+    results["lora"] = {}
+    for preset in ("seed", "medium", "large"):
+        fast = child({"gate": "lora", "preset": preset, "repeat": 3})
+        naive = child({"gate": "lora", "preset": preset, "sets": ["algorithm=naive"], "repeat": 1})
+        f, n = median(r["seconds"] for r in fast["runs"]), naive["runs"][0]["seconds"]
+        cells = fast["runs"][0]["metrics"]["trained_params"]
+        same = fast["runs"][0]["metrics"] == naive["runs"][0]["metrics"]
+        results["lora"][preset] = {"fast_seconds": f, "naive_seconds": n, "ratio": n / f, "cells": cells,
+                                   "same_loss_and_counts": same, "peak_rss": fast["rss_self"]}
+        print(f"{'':<8}{preset:<8}{cells:>7}{f:>10.4f}{n:>10.3f}{n / f:>8.1f}x{fast['rss_self'] / 2**20:>8.0f} MiB")
+    large = results["lora"]["large"]
+    targets.append(("lora large: fast >= 50x naive", large["ratio"] >= 50, f"{large['ratio']:.0f}x"))
+    lora_wall = wall([str(ROOT / ".venv/bin/nxgates"), "run", "lora", "--preset", "large", "-q"], 3)
+    results["lora"]["large_whole_process_seconds"] = lora_wall
+    targets.append(("lora large: whole run about a second", lora_wall <= 1.5, f"{lora_wall:.2f} s"))
+
+    # ---- parallel-grad: serial vs parallel pass per executor --------------------------------------------
+    print(f"\n{'parallel-grad':<14}{'preset':<8}{'executor':<9}{'serial s':>9}{'parallel s':>11}{'speedup':>9}"
+          f"{'pool start s':>13}{'peak RSS':>16}")
+    results["parallel-grad"] = {}
+    for preset in ("seed", "medium", "large"):
+        for executor in ("thread", "process"):
+            m = child({"gate": "parallel-grad", "preset": preset, "sets": [f"executor={executor}"], "repeat": 5})
+            runs = [r["metrics"] for r in m["runs"]]
+            ser = median(r["serial_seconds"] for r in runs)
+            par = median(r["parallel_seconds"] for r in runs)
+            start = median(r["pool_start_seconds"] for r in runs)
+            speedups = [r["serial_seconds"] / r["parallel_seconds"] for r in runs]
+            results["parallel-grad"][f"{preset}/{executor}"] = {
+                "serial_seconds": ser, "parallel_seconds": par, "speedup": median(speedups),
+                "speedups": speedups, "pool_start_seconds": start, "rss_self": m["rss_self"],
+                "rss_children": m["rss_children"],
+                "passed": all(r["passed"] for r in m["runs"]), "grads_sha256": runs[0]["grads_sha256"]}
+            print(f"{'':<14}{preset:<8}{executor:<9}{ser:>9.4f}{par:>11.4f}{median(speedups):>8.2f}x{start:>13.3f}"
+                  f"{m['rss_self'] / 2**20:>7.0f}+{m['rss_children'] / 2**20:.0f} MiB")
+    pg = results["parallel-grad"]
+    best = max(pg["large/thread"]["speedup"], pg["large/process"]["speedup"])
+    targets.append(("parallel-grad large: parallel >= 1.7x serial", best >= 1.7,
+                    f"process {pg['large/process']['speedup']:.2f}x, thread {pg['large/thread']['speedup']:.2f}x"))
+    # parent + largest child: an upper bound, the shared gradient arrays count in both
+    peak = max(v["rss_self"] + v["rss_children"] for k, v in pg.items() if k.startswith("large"))
+    targets.append(("parallel-grad large: peak memory <= 2 GiB", peak <= 2 * GiB,
+                    f"{peak / 2**20:.0f} MiB (parent + largest worker)"))
+    same_bits = len({v["grads_sha256"] for k, v in pg.items() if k.startswith("large")}) == 1
+    targets.append(("parallel-grad large: both executors give the same bits", same_bits, "sha256 equal"))
+
+    # ---- the batched peer ---------------------------------------------------------------------------
+    if PEER_PYTHON.exists():
+        out = subprocess.run([str(PEER_PYTHON), str(ROOT / "benchmarks/peer_torch.py"), "784", "256", "10", "256",
+                              "5"], capture_output=True, text=True, check=True)
+        peer = json.loads(out.stdout)
+        ours = pg["large/process"]["parallel_seconds"]
+        results["peer"] = {**peer, "ours_parallel_seconds": ours, "ours_serial_seconds": pg["large/thread"][
+            "serial_seconds"]}
+        print(f"\nper-example grads at large (B=256): torch {peer['torch']} vmap(grad) {peer['seconds']:.4f} s "
+              f"({256 / peer['seconds']:.0f} ex/s, {peer['threads']} threads); nxgates parallel {ours:.4f} s "
+              f"({256 / ours:.0f} ex/s)")
+        targets.append(("per-example throughput beats torch.func.vmap(grad)", ours < peer["seconds"],
+                        f"{peer['seconds'] / ours:.2f}x torch's"))
+    else:
+        print("\n(torch peer not measured: `make peer-venv` installs torch into .venv-peer, for the benchmark only)")
+
+    # ---- start-up ----------------------------------------------------------------------------------
+    nx = wall([str(ROOT / ".venv/bin/nxgates"), "run", "lora", "-q"], 15)
+    base = wall([sys.executable, "-c", "import numpy, click, rich"], 15)
+    results["startup"] = {"nxgates_run_lora_seconds": nx, "import_numpy_click_rich_seconds": base, "ratio": nx / base}
+    print(f"\nstart-up: nxgates run lora {nx:.3f} s vs python -c 'import numpy, click, rich' {base:.3f} s "
+          f"= {nx / base:.2f}x (medians of 15)")
+    targets.append(("start-up <= 1.3x importing numpy, click, rich", nx / base <= 1.3, f"{nx / base:.2f}x"))
+
+    print("\ntargets:")
+    for name, ok, figure in targets:
+        print(f"  {'MET   ' if ok else 'MISSED'} {name}: {figure}")
+    results["targets"] = [{"target": n, "met": ok, "figure": f} for n, ok, f in targets]
+    out_dir = ROOT / "bench-results"
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / "bench.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {out_dir / 'bench.json'}")
+    return 0 if all(ok for _, ok, _ in targets) else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        print(json.dumps(one(json.loads(sys.argv[2]))))
+    else:
+        sys.exit(main())
