@@ -73,7 +73,7 @@ def test_broken_config_files(tmp_path, config, fragments):
     (["run", "lora", "-q", "-v"], "cannot be combined"),
     (["run", "lora", "--set", "parallel-grad.B=3"], "not among the gates being run"),
     (["run", "lora", "--executor", "thread"], "unknown parameter for lora"),
-    (["run", "parallel-grad", "--executor", "dask"], "executor must be one of thread, process"),
+    (["run", "parallel-grad", "--executor", "dask"], "executor must be one of auto, thread, process"),
     (["run", "__import__('os')"], "unknown gate"),
     (["selftest", "nosuch"], "unknown gate"),
     (["frobnicate"], "No such command"),

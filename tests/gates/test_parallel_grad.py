@@ -118,3 +118,11 @@ def test_validation():
         pg.validate({**SEED, "workers": 1})
     with pytest.raises(Exception, match="memory budget"):
         pg.validate({**SEED, "D": 1 << 20, "H": 1 << 20})
+
+
+def test_auto_executor_picks_processes_only_where_they_pay():
+    assert pg.choose_executor("auto", Dims(8, 16, 4)) == "thread"
+    assert pg.choose_executor("auto", Dims(784, 256, 10)) == "process"
+    assert pg.choose_executor("thread", Dims(784, 256, 10)) == "thread"
+    out = pg.run(ctx({**SEED, "executor": "auto"}))
+    assert out.metrics["executor"] == "thread" and all(by_name(out).values())
