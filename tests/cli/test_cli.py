@@ -3,21 +3,8 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from nxgates import __version__
-from nxgates.cli import cli
-
-
-@pytest.fixture
-def invoke(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the packaged gates.toml, not the repo's
-    runner = CliRunner()
-
-    def _invoke(*args):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return _invoke
 
 
 def test_run_lora_passes_with_seed_lines(invoke):

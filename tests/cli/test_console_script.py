@@ -64,3 +64,12 @@ def test_ctrl_c_writes_finished_reports_and_exits_130(tmp_path):
     assert doc["interrupted"] is True and doc["passed"] is False
     assert [g["name"] for g in doc["gates"]] == ["parallel-grad"]
     assert "parallel-grad" in (tmp_path / "r.xml").read_text()
+
+
+def test_junit_and_timeout_through_the_script(tmp_path):
+    r = run("run", "lora", "parallel-grad", "--preset", "medium", "--timeout", "0.001", "--junit", "-",
+            cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stdout.startswith('<?xml version="1.0" encoding="utf-8"?>')
+    assert r.stdout.count('<error message="timed out after 0.001 s" type="timeout"') == 2
+    assert "RED -- timed out" in r.stderr  # the human report moved to stderr

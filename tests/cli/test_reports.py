@@ -4,24 +4,10 @@ import io
 import json
 import xml.etree.ElementTree as ET
 
-import pytest
-from click.testing import CliRunner
-
-from nxgates.cli import cli
 from nxgates.gatekit import GateDef, GateOutput
 from nxgates.registry import GateEntry
 from nxgates.render import RichProgress
 from nxgates.runner import run_repeated
-
-
-@pytest.fixture
-def invoke(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-
-    def _invoke(*args):
-        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-    return _invoke
 
 
 def suites(path):
@@ -111,3 +97,15 @@ def test_no_progress_or_colour_when_piped(invoke):
     r = invoke("run", "parallel-grad", "--preset", "medium")
     assert r.exit_code == 0
     assert "\x1b[" not in r.stdout and "\r" not in r.stdout and "━" not in r.stdout
+
+
+def test_no_colour_with_no_color_even_on_a_terminal(monkeypatch):
+    from nxgates.render import Renderer
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert Renderer(Tty()).console is not None
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert Renderer(Tty()).console is None
