@@ -28,7 +28,7 @@ def _one_line(text: str) -> str:
 class NxGroup(click.Group):
     """A click group whose every failure is one line on stderr with a documented exit code."""
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D401
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         debug = "--debug" in (sys.argv[1:] if args is None else list(args))
         try:
             rv = super().main(args=args, prog_name=prog_name or "nxgates", complete_var=complete_var,
@@ -40,7 +40,10 @@ class NxGroup(click.Group):
             click.echo("nxgates: interrupted", err=True)
             code = EXIT_INTERRUPTED
         except click.ClickException as exc:
-            click.echo(f"nxgates: error: {_one_line(exc.format_message())}", err=True)
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `nxgates`: the help itself, as click does
+                click.echo(exc.format_message(), err=True)
+            else:
+                click.echo(f"nxgates: error: {_one_line(exc.format_message())}", err=True)
             code = EXIT_USAGE
         except NxError as exc:
             click.echo(f"nxgates: error: {_one_line(str(exc))}", err=True)
@@ -54,10 +57,6 @@ class NxGroup(click.Group):
                        " (run with --debug for the traceback)", err=True)
             code = EXIT_INTERNAL
         if standalone_mode:
-            if code == EXIT_INTERRUPTED:  # do not wait for worker threads or processes to wind down
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
             sys.exit(code)
         return code
 
@@ -149,7 +148,7 @@ def show_cmd(gate: str, config: str | None) -> None:
 @click.option("--inject", "fault", default=None, metavar="FAULT",
               help="Plant a named defect; the gate must then FAIL (see `nxgates show GATE`).")
 @click.option("--executor", default=None, metavar="NAME",
-              help="Shorthand for --set executor=NAME (gates with a worker pool: thread|process).")
+              help="Shorthand for --set executor=NAME (gates with a worker pool: auto|thread|process).")
 @click.option("--save-grads", default=None, metavar="PATH",
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
 @click.option("--compare-grads", default=None, metavar="PATH",
@@ -285,4 +284,13 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
 
 
 def main() -> None:
-    cli()
+    """The console script: like ``cli()``, but never waits at exit for a worker stuck past its timeout."""
+    import threading
+
+    code = cli.main(standalone_mode=False)
+    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if code == EXIT_INTERRUPTED or stuck:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
