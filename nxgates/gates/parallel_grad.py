@@ -118,8 +118,13 @@ def run_task(ctx: tuple[int, int, int], worker: int) -> None:
     if job.barrier is not None and worker not in job.first_done:
         job.first_done.add(worker)
         between = job.barrier.wait  # make every worker's first example overlap on the shared arena
-    example_grads(job.arena(worker), job.dims, job.w, job.x[b], job.t[b], job.outputs[which][b],
-                  between=between, drift=job.drift(b), w1_t=job.w1_t)
+    try:
+        example_grads(job.arena(worker), job.dims, job.w, job.x[b], job.t[b], job.outputs[which][b],
+                      between=between, drift=job.drift(b), w1_t=job.w1_t)
+    except Exception:
+        if between is not None:
+            job.barrier.abort()  # a task that died before the barrier must not keep the others waiting
+        raise
 
 
 # ---- the gate ------------------------------------------------------------------------------------------
