@@ -216,10 +216,7 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
     out.info(f" bit-mismatches={mism} non-zero grad cells checked={nonzero}/{B * dims.n_params}")
     for b, n in t1.bad_rows[:8]:
         out.detail(f"   example {b}: {n} cells differ")
-    t1_ok = mism == 0 and nonzero > dims.n_params
-    t1_detail = (f"{B} examples x {dims.n_params} cells, {nonzero} non-zero" if t1_ok else
-                 f"{mism} mismatching cells" if mism else f"vacuous: only {nonzero} non-zero cells")
-    out.check(T1, t1_ok, t1_detail)
+    out.check(T1, *judge_t1(t1, B, dims.n_params))
 
     distinct = pool.workers_used(records)
     problems = _pool_problems(records, waited, B, len(distinct), pool.n_workers)
@@ -290,6 +287,15 @@ class BitComparison:
     mismatches: int  #: cells whose float32 bits differ
     nonzero: int  #: cells of the reference whose raw bits are not 0 (as the seed counts them)
     bad_rows: list[tuple[int, int]]  #: (example, differing cells)
+
+
+def judge_t1(cmp: BitComparison, B: int, n_params: int) -> tuple[bool, str]:
+    """T1: no bit differs, and the comparison is not vacuous (more non-zero cells than one example has)."""
+    if cmp.mismatches:
+        return False, f"{cmp.mismatches} mismatching cells"
+    if cmp.nonzero <= n_params:
+        return False, f"vacuous: only {cmp.nonzero} non-zero cells"
+    return True, f"{B} examples x {n_params} cells, {cmp.nonzero} non-zero"
 
 
 def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16) -> BitComparison:

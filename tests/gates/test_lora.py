@@ -36,7 +36,7 @@ def test_seed_defaults_print_the_seed_figures(lora_params):
 
 @pytest.mark.parametrize("algorithm", ["fast", "naive"])
 @pytest.mark.parametrize("T,DM,R,delta", [(3, 6, 2, 2097), (1, 1, 1, 2097), (5, 7, 3, 2097), (2, 9, 9, 1),
-                                          (4, 11, 1, 50000), (7, 5, 4, 3)])
+                                          (4, 11, 1, 50000), (7, 5, 4, 3), (4, 20, 3, 2097)])
 def test_every_integer_equals_the_seed_transcription(T, DM, R, delta, algorithm, lora_params):
     params = {**lora_params, "T": T, "DM": DM, "R": R, "delta": delta, "algorithm": algorithm}
     assert metrics_like_seed(lora.run(ctx(params))) == reference(T, DM, R, delta)

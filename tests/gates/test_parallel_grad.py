@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from nxgates.core.mlp import Dims, init_data
-from nxgates.core.tape import F32, constf
+from nxgates.core.mlp import Dims, example_grads, init_data
+from nxgates.core.tape import F32, Tape, constf
 from nxgates.errors import ConfigError
 from nxgates.gates import parallel_grad as pg
 from tests.conftest import ctx
@@ -65,14 +65,23 @@ def test_green_100_times_in_a_row():
     assert len(digests) == 1
 
 
-def test_t1_compare_sees_one_ulp_in_one_example():
-    w, x, t = init_data(Dims(8, 16, 4), 8)
-    g = np.random.default_rng(1).standard_normal((8, 192)).astype(F32)
+def test_t1_goes_red_when_one_example_differs_by_one_ulp():
+    g = np.empty((8, 192), F32)
+    dims = Dims(8, 16, 4)
+    w, x, t = init_data(dims, 8)
+    for b in range(8):
+        example_grads(Tape(dims.arena), dims, w, x[b], t[b], g[b])
     other = g.copy()
-    other[5, 17] = np.nextafter(other[5, 17], np.float32(np.inf))
+    assert pg.judge_t1(pg.compare_bits(g, other), 8, 192)[0] is True
+    other[5, 17] = np.nextafter(other[5, 17], np.float32(np.inf))  # one ulp, one cell, one example
     cmp = pg.compare_bits(g, other)
     assert cmp.mismatches == 1 and cmp.bad_rows == [(5, 1)]
-    assert pg.compare_bits(g, g.copy()).mismatches == 0
+    assert pg.judge_t1(cmp, 8, 192) == (False, "1 mismatching cells")
+
+
+def test_t1_goes_red_when_the_comparison_is_vacuous():
+    zeros = np.zeros((8, 192), F32)
+    assert pg.judge_t1(pg.compare_bits(zeros, zeros.copy()), 8, 192) == (False, "vacuous: only 0 non-zero cells")
     zero = np.zeros((1, 3), F32)
     assert pg.compare_bits(zero, -zero).mismatches == 3  # -0.0 has other bits than 0.0
 
