@@ -210,6 +210,8 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
     g_par, g_par2 = job.outputs
     ran = sum(r.done and r.error is None for r in records)
     out.info(f" workers={pool.n_workers} pool tasks completed={ran}/{B}")
+    for r in records:
+        out.verbose(f"   {r.label}: worker {r.worker}, " + ("done" if r.done and not r.error else r.error or "lost"))
 
     t1 = compare_bits(g_ser, g_par)
     mism, nonzero = t1.mismatches, t1.nonzero
