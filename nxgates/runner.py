@@ -81,7 +81,9 @@ def run_gate(
     return GateReport(entry.name, dict(params), output, seconds, fault)
 
 
-def _failed(entry, params, fault, seconds, error, kind) -> GateReport:
+def _failed(entry: GateEntry, params: dict[str, ParamValue], fault: str | None, seconds: float, error: str,
+            kind: str) -> GateReport:
+    """A gate that did not finish: one failed check named after what happened (timeout or crash)."""
     out = GateOutput()
     out.check(kind, False, error)
     return GateReport(entry.name, dict(params), out, seconds, fault, error, kind)
