@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from nxgates.errors import ConfigError
+
 EXECUTORS = ("thread", "process")
 _SHARED: dict[int, Any] = {}  # what pools have shared, by handle; forked workers inherit it
 _handles = itertools.count(1)
@@ -201,7 +203,7 @@ class ProcessWorkerPool(WorkerPool):
         import multiprocessing  # only the process executor pays for this import
 
         if "fork" not in multiprocessing.get_all_start_methods():
-            raise RuntimeError("the process executor needs fork() (Linux or macOS)")
+            raise ConfigError("the process executor needs fork() (Linux or macOS); use executor=thread")
         self._mp = multiprocessing.get_context("fork")
         super().__init__(n_workers, fault)
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord]]] = {}
