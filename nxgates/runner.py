@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError
@@ -23,7 +23,6 @@ class GateReport:
     error: str | None = None  #: one line: "timed out after 5.0 s" or "internal error: ..."
     error_kind: str | None = None  #: "timeout" or "crash"
     traceback: str | None = None
-    repeats: list[str] = field(default_factory=list)  #: digests of --repeat runs
 
     @property
     def passed(self) -> bool:
@@ -64,8 +63,6 @@ def run_gate(
     except GateTimeout:
         seconds = time.perf_counter() - start
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
-    except (KeyboardInterrupt, SystemExit):
-        raise
     except Exception as exc:  # a bug in a gate: report it, keep the other gates running
         seconds = time.perf_counter() - start
         report = _failed(entry, params, fault, seconds, f"internal error: {type(exc).__name__}: {exc}", "crash")
@@ -102,13 +99,11 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
     if repeat <= 1 or first.error:
         return first
     signature = _signature(first)
-    first.repeats = [first.output.digest]
     agreed = 1
     for _ in range(repeat - 1):
         again = run_gate(entry, params, **kwargs)
         if again.error:
             return again
-        first.repeats.append(again.output.digest)
         agreed += _signature(again) == signature
         first.seconds += again.seconds
     first.output.check(
