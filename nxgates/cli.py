@@ -203,13 +203,9 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         interrupted = True
         click.echo("nxgates: interrupted; writing the reports of finished gates", err=True)
     renderer.summary(done)
-    if json_path == "-":
-        click.echo(reports.json_text(done, interrupted), nl=False)
-    elif json_path:
+    if json_path:
         reports.write_text(json_path, reports.json_text(done, interrupted), "--json")
-    if junit_path == "-":
-        click.echo(reports.junit_text(done), nl=False)
-    elif junit_path:
+    if junit_path:
         reports.write_text(junit_path, reports.junit_text(done), "--junit")
     if interrupted:
         return EXIT_INTERRUPTED
@@ -274,10 +270,7 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
             "gates": [reports.gate_json(r.report) for r in rows],
         }
         text = json.dumps(doc, indent=2) + "\n"
-        if json_path == "-":
-            click.echo(text, nl=False)
-        else:
-            reports.write_text(json_path, text, "--json")
+        reports.write_text(json_path, text, "--json")
     if any(r.report.error_kind == "crash" for r in rows):
         return EXIT_INTERNAL
     return 0 if ok else EXIT_FAIL

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,11 @@ def check_writable(path: str | None, flag: str) -> None:
 
 
 def write_text(path: str, text: str, flag: str) -> None:
+    """Write a report to ``path``, or to stdout for ``-``."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
