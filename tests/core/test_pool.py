@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from nxgates.core.pool import ProcessWorkerPool, WorkerPool, auto_workers, make_pool
+from nxgates.core.pool import ProcessWorkerPool, WorkerPool, auto_workers, make_pool, resolve
 
 
 def noop(ctx, worker):
@@ -39,18 +39,16 @@ def test_process_workers_write_shared_arrays():
     with ProcessWorkerPool(2) as pool:
         arr = pool.array((6,), np.int64)
         arr[...] = -1
-        _SHARED["arr"] = arr  # reached by the forked workers; only an index is pickled
+        handle = pool.share(arr)  # reached by the forked workers; only the handle is pickled
         for i in range(6):
-            pool.submit(_write_shared, i)
+            pool.submit(_write_shared, (handle, i))
         pool.wait(6, timeout=30)
     assert arr.tolist() == [0, 1, 0, 1, 0, 1]
 
 
-_SHARED: dict = {}
-
-
-def _write_shared(i, worker):
-    _SHARED["arr"][i] = worker
+def _write_shared(ctx, worker):
+    handle, i = ctx
+    resolve(handle)[i] = worker
 
 
 def test_process_pool_refuses_arrays_after_start():
