@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any
@@ -13,20 +14,83 @@ from nxgates.errors import (
     EXIT_FAIL,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     ConfigError,
     NxError,
+    Terminated,
 )
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+ERROR_LINE_LIMIT = 1000  #: characters of an error line; whatever a user typed, it stays one readable line
+MAX_REPEAT = 10_000  #: --repeat's upper bound (one --timeout covers all the runs of a gate anyway)
+
+
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    line = " ".join(str(text).split())
+    return line if len(line) <= ERROR_LINE_LIMIT else line[:ERROR_LINE_LIMIT] + "... (cut)"
+
+
+class OnceOption(click.Option):
+    """An option given at most once: the same value twice is harmless, two different values are a usage
+    error (click would silently keep the last, e.g. plant only the second of two ``--inject`` faults)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.once_default = kwargs.pop("default", None)
+        if kwargs.get("show_default") is True:
+            kwargs["show_default"] = str(self.once_default)
+        super().__init__(*args, multiple=True, default=(), **kwargs)
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        values = self.type_cast_value(ctx, value)
+        distinct = list(dict.fromkeys(map(str, values)))
+        if len(distinct) > 1:
+            shown = " and ".join(repr(v if len(v) <= 60 else v[:60] + "...") for v in distinct[:2])
+            raise click.BadParameter(f"given {len(values)} times with different values ({shown}); give it once",
+                                     ctx=ctx, param=self)
+        value = values[-1] if values else self.once_default
+        if self.callback is not None:
+            value = self.callback(ctx, self, value)
+        return value
+
+
+def _timeout_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A finite positive number of seconds; ``inf`` means no limit (None). ``nan`` would silently switch the
+    limit off (every comparison with it is false), so it is refused like 0 and negatives."""
+    if value is None or math.isnan(value) or value <= 0:
+        raise click.BadParameter(f"{value} is not a positive number of seconds (use inf for no limit)",
+                                 ctx=ctx, param=param)
+    return None if math.isinf(value) else value
+
+
+class _Stopped(Exception):
+    """Ctrl-C or SIGTERM, carried past click (which would print a blank line and forget which it was)."""
+
+    def __init__(self, terminated: bool):
+        super().__init__("terminated (SIGTERM)" if terminated else "interrupted")
+        self.exit_code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+
+
+class _ReaderGone(Exception):
+    """stdout's reader went away (EPIPE), carried past click (which would exit 1: a failed check)."""
 
 
 class NxGroup(click.Group):
     """A click group whose every failure is one line on stderr with a documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from nxgates.streams import is_reader_gone
+
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Stopped(isinstance(exc, Terminated)) from None
+        except OSError as exc:
+            if is_reader_gone(exc):
+                raise _ReaderGone() from None
+            raise
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         debug = "--debug" in (sys.argv[1:] if args is None else list(args))
@@ -36,9 +100,18 @@ class NxGroup(click.Group):
             code = rv if isinstance(rv, int) else 0
         except click.exceptions.Exit as exc:
             code = exc.exit_code
-        except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo("nxgates: interrupted", err=True)
-            code = EXIT_INTERRUPTED
+        except _Stopped as exc:
+            click.echo(f"nxgates: {exc}", err=True)
+            code = exc.exit_code
+        except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+            terminated = isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated)
+            click.echo("nxgates: terminated (SIGTERM)" if terminated else "nxgates: interrupted", err=True)
+            code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        except _ReaderGone:  # `nxgates list | head -1`: the reader has what it wanted; not an error
+            from nxgates.streams import silence
+
+            silence(sys.stdout)
+            code = 0
         except click.ClickException as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `nxgates`: the help itself, as click does
                 click.echo(exc.format_message(), err=True)
@@ -80,7 +153,7 @@ def cli() -> None:
 
 
 def _config_option(f):
-    return click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+    return click.option("--config", "config", cls=OnceOption, type=click.Path(dir_okay=False), default=None,
                         help="Gate registry to use instead of ./gates.toml or the packaged one.")(f)
 
 
@@ -94,6 +167,9 @@ def _registry(config: str | None):
 @_config_option
 def list_cmd(config: str | None) -> None:
     """List the gates: name, aliases and what each proves."""
+    from nxgates.streams import require_stdout
+
+    require_stdout("the list")
     reg = _registry(config)
     rows = [(e.name, ", ".join(e.aliases) or "-", e.description) for e in reg.gates.values()]
     width = [max(len(r[i]) for r in rows + [("GATE", "ALIASES", "")]) for i in range(2)]
@@ -107,6 +183,9 @@ def list_cmd(config: str | None) -> None:
 @_config_option
 def show_cmd(gate: str, config: str | None) -> None:
     """Show a gate's parameters, presets, checks and injectable faults."""
+    from nxgates.streams import require_stdout
+
+    require_stdout("the description")
     entry = _registry(config).resolve(gate)
     g = entry.gate
     click.echo(f"{entry.name}: {entry.description}")
@@ -133,30 +212,32 @@ def show_cmd(gate: str, config: str | None) -> None:
 @click.argument("gates", nargs=-1, required=True)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a parameter (repeatable; GATE.KEY=VALUE targets one gate).")
-@click.option("--preset", default=None, metavar="NAME", help="Parameter preset (see `nxgates show GATE`).")
+@click.option("--preset", cls=OnceOption, default=None, metavar="NAME",
+              help="Parameter preset (see `nxgates show GATE`).")
 @_config_option
-@click.option("--json", "json_path", default=None, metavar="PATH",
+@click.option("--json", "json_path", cls=OnceOption, default=None, metavar="PATH",
               help="Write the JSON report here ('-' = stdout; the human report then goes to stderr).")
-@click.option("--junit", "junit_path", default=None, metavar="PATH",
+@click.option("--junit", "junit_path", cls=OnceOption, default=None, metavar="PATH",
               help="Write a JUnit XML report here ('-' = stdout; the human report then goes to stderr).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only FAIL lines and verdicts.")
 @click.option("-v", "--verbose", is_flag=True, help="Print per-cell detail.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeat", cls=OnceOption, type=click.IntRange(min=1, max=MAX_REPEAT), default=1, show_default=True,
               help="Run each gate N times; FAIL unless every run agrees (flake hunting).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              metavar="SECONDS", help="Per-gate time limit; a gate past it FAILs (timed out).")
-@click.option("--inject", "fault", default=None, metavar="FAULT",
-              help="Plant a named defect; the gate must then FAIL (see `nxgates show GATE`).")
-@click.option("--executor", default=None, metavar="NAME",
+@click.option("--timeout", cls=OnceOption, type=float, default=600.0, show_default=True, callback=_timeout_seconds,
+              metavar="SECONDS", help="Per-gate time limit, all --repeat runs included; a gate past it FAILs "
+              "(timed out). inf = no limit.")
+@click.option("--inject", "fault", cls=OnceOption, default=None, metavar="FAULT",
+              help="Plant a named defect; the gate must then FAIL (see `nxgates show GATE`). One per run.")
+@click.option("--executor", cls=OnceOption, default=None, metavar="NAME",
               help="Shorthand for --set executor=NAME (gates with a worker pool: auto|thread|process).")
-@click.option("--save-grads", default=None, metavar="PATH",
+@click.option("--save-grads", cls=OnceOption, default=None, metavar="PATH",
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
-@click.option("--compare-grads", default=None, metavar="PATH",
+@click.option("--compare-grads", cls=OnceOption, default=None, metavar="PATH",
               help="parallel-grad: add check T4, gradients bit-identical to a saved .npy.")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
-            timeout: float, fault: str | None, executor: str | None, save_grads: str | None,
+            timeout: float | None, fault: str | None, executor: str | None, save_grads: str | None,
             compare_grads: str | None, debug: bool) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates import registry, reports
@@ -183,13 +264,21 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
                 raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
     if json_path == "-" and junit_path == "-":
         raise ConfigError("--json - and --junit - cannot both write to stdout")
+    _distinct_files({"--json": json_path, "--junit": junit_path, "--save-grads": save_grads,
+                     "--compare-grads": compare_grads})
     reports.check_writable(json_path, "--json")
     reports.check_writable(junit_path, "--junit")
 
-    human = sys.stderr if "-" in (json_path, junit_path) else sys.stdout
+    from nxgates.streams import human_stream, require_stdout
+
+    if "-" in (json_path, junit_path):
+        require_stdout("the report")
+    human = human_stream(to_stderr="-" in (json_path, junit_path))
     renderer = Renderer(human, quiet=quiet, verbose=verbose)
+    for warning in registry.repeated_sets(sets):
+        click.echo(f"nxgates: warning: {warning}", err=True)
     done = []
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
         for e in entries:
             progress = RichProgress(human) if renderer.console is not None else None
@@ -199,16 +288,17 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
             renderer.gate(report)
             if report.traceback and debug:
                 click.echo(report.traceback, err=True)
-    except KeyboardInterrupt:
-        interrupted = True
-        click.echo("nxgates: interrupted; writing the reports of finished gates", err=True)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        interrupted = exc
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        click.echo(f"nxgates: {what}; writing the reports of finished gates", err=True)
     renderer.summary(done)
     if json_path:
-        reports.write_text(json_path, reports.json_text(done, interrupted), "--json")
+        reports.write_text(json_path, reports.json_text(done, interrupted is not None), "--json")
     if junit_path:
         reports.write_text(junit_path, reports.junit_text(done), "--junit")
-    if interrupted:
-        return EXIT_INTERRUPTED
+    if interrupted is not None:
+        return EXIT_TERMINATED if isinstance(interrupted, Terminated) else EXIT_INTERRUPTED
     code = exit_code(done)
     if code == EXIT_INTERNAL:
         click.echo("nxgates: internal error in a gate (run with --debug for the traceback)", err=True)
@@ -218,12 +308,12 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
 @cli.command("selftest")
 @click.argument("gates", nargs=-1)
 @_config_option
-@click.option("--json", "json_path", default=None, metavar="PATH",
+@click.option("--json", "json_path", cls=OnceOption, default=None, metavar="PATH",
               help="Write the kill table and every run as JSON ('-' = stdout).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              metavar="SECONDS", help="Per-run time limit.")
+@click.option("--timeout", cls=OnceOption, type=float, default=600.0, show_default=True, callback=_timeout_seconds,
+              metavar="SECONDS", help="Per-run time limit (inf = no limit).")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
-def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | None, timeout: float,
+def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | None, timeout: float | None,
                  debug: bool) -> int:
     """Prove every gate can fail: run each clean (must PASS) and with each planted fault (must FAIL).
 
@@ -239,7 +329,11 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     entries = reg.select(gates or ("all",))
     params = registry.effective_params(entries, None, ())
     reports.check_writable(json_path, "--json")
-    renderer = Renderer(sys.stderr if json_path == "-" else sys.stdout)
+    from nxgates.streams import human_stream, require_stdout
+
+    if json_path == "-":
+        require_stdout("the report")
+    renderer = Renderer(human_stream(to_stderr=json_path == "-"))
     renderer.line(f"{'GATE':<16}{'FAULT':<20}{'EXPECTED':<10}{'RESULT':<10}BY")
 
     def show(row) -> None:
@@ -276,14 +370,40 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     return 0 if ok else EXIT_FAIL
 
 
+def _distinct_files(paths: dict[str, str | None]) -> None:
+    """Two options naming one file would lose one of them (a report overwritten by the other, gradients
+    overwritten while compared): exit 2, comparing real paths so ``./r.json`` and a symlink count too."""
+    seen: dict[str, str] = {}
+    for flag, path in paths.items():
+        if path is None or path == "-":
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise ConfigError(f"{seen[real]} and {flag} name the same file {path}; give each its own")
+        seen[real] = flag
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def main() -> None:
-    """The console script: like ``cli()``, but never waits at exit for a worker stuck past its timeout."""
+    """The console script: like ``cli()``, but never waits at exit for a worker stuck past its timeout.
+
+    SIGTERM stops a run like Ctrl-C (finished gates' reports written, one line), with exit 143.
+    """
+    import signal
     import threading
 
+    signal.signal(signal.SIGTERM, _on_sigterm)
     code = cli.main(standalone_mode=False)
     stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
-    if code == EXIT_INTERRUPTED or stuck:
-        sys.stdout.flush()
-        sys.stderr.flush()
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) or stuck:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except OSError:
+                pass  # a reader gone or a full disk: nothing left to tell anyone
         os._exit(code)
     sys.exit(code)

@@ -6,7 +6,8 @@ EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  #: Ctrl-C (SIGINT): 128 + 2, as shells report it
+EXIT_TERMINATED = 143  #: SIGTERM (kill, timeout, a CI runner cancelling the job): 128 + 15
 
 
 class NxError(Exception):
@@ -25,3 +26,7 @@ class ResourceError(NxError):
 
 class GateTimeout(Exception):
     """A gate ran past its --timeout; the runner reports it as a failed gate (exit 1)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so it stops a run exactly like Ctrl-C (exit 143 instead of 130)."""

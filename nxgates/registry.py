@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nxgates.errors import ConfigError
+from nxgates import safeio
+from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import GateDef, ParamValue
 
 GATES_DIR = Path(__file__).parent / "gates"
 PACKAGED_CONFIG = Path(__file__).parent / "gates.toml"
 
 SEED_PRESET = "seed"
+ALL = "all"  #: `run all`: reserved, no gate or alias may be called this
+NAME_SHOWN = 60  #: characters of a user-given name echoed in an error
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _MODULE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -53,7 +56,14 @@ class GateEntry:
             _validate(f"{self.where}.params", gate, defaults)
             presets: dict[str, dict[str, ParamValue]] = {SEED_PRESET: {}}
             for pname, values in self.raw_presets.items():
-                presets[pname] = _checked_params(f"{self.where}.presets.{pname}", gate, values, complete=False)
+                where = f"{self.where}.presets.{pname}"
+                presets[pname] = _checked_params(where, gate, values, complete=False)
+                try:  # a broken preset is refused now, not only when someone chooses it
+                    gate.validate({**defaults, **presets[pname]})
+                except ResourceError:
+                    pass  # memory depends on the machine and the moment: checked when the preset is chosen
+                except ConfigError as exc:
+                    raise ConfigError(f"{where}: {exc}") from None
             self._gate, self._defaults, self._presets = gate, defaults, presets
         return self._gate
 
@@ -85,13 +95,13 @@ class Registry:
             if name in entry.aliases:
                 return entry
         known = ", ".join(sorted(self.gates))
-        raise ConfigError(f"unknown gate {name!r} (known: {known}, or 'all')")
+        raise ConfigError(f"unknown gate {shorten(name)!r} (known: {known}, or 'all')")
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[GateEntry]:
         """``all`` expands to every gate in file order; duplicates collapse."""
         chosen: list[GateEntry] = []
         for name in names:
-            for entry in self.gates.values() if name == "all" else [self.resolve(name)]:
+            for entry in self.gates.values() if name == ALL else [self.resolve(name)]:
                 if entry not in chosen:
                     chosen.append(entry)
         for entry in chosen:
@@ -110,11 +120,18 @@ def load(path: str | Path | None = None) -> Registry:
     if path is None:
         path = default_config_path()
     source = "gates.toml (packaged)" if path is None else str(path)
-    try:
-        text = Path(PACKAGED_CONFIG if path is None else path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{source}: cannot read config: {getattr(exc, 'strerror', None) or exc}") from None
+    target = PACKAGED_CONFIG if path is None else path
+    try:  # bounded: a config that is /dev/zero, a FIFO or a huge file is refused at once
+        text = safeio.read_text(target, "config", safeio.TOML_LIMIT)
+    except ConfigError as exc:
+        reason = str(exc).removeprefix(f"config {target}: ")
+        raise ConfigError(f"{source}: cannot read config: {reason}") from None
     return parse(text, source)
+
+
+def shorten(name: str, limit: int = NAME_SHOWN) -> str:
+    """A user-given name cut to ``limit`` characters for an error line (a 100 KB name stays one short line)."""
+    return name if len(name) <= limit else f"{name[:limit]}... ({len(name)} characters)"
 
 
 def parse(text: str, source: str) -> Registry:
@@ -148,6 +165,8 @@ def _entry(source: str, name: str, table: Any) -> GateEntry:
     where = f"{source}: [gates.{name}]"
     if not _NAME.match(name):
         raise ConfigError(f"{where}: gate names are lower-case letters, digits, '-' and '_'")
+    if name == ALL:
+        raise ConfigError(f"{where}: 'all' is reserved (`nxgates run all` runs every gate)")
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
     allowed = {"module", "description", "aliases", "params", "presets"}
@@ -167,6 +186,8 @@ def _entry(source: str, name: str, table: Any) -> GateEntry:
     aliases = table.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) and _NAME.match(a) for a in aliases):
         raise ConfigError(f"{where}: aliases must be a list of gate names")
+    if ALL in aliases:
+        raise ConfigError(f"{where}: alias 'all' is reserved (`nxgates run all` runs every gate)")
     params = table["params"]
     if not isinstance(params, dict):
         raise ConfigError(f"{where}: params must be a table")
@@ -176,6 +197,9 @@ def _entry(source: str, name: str, table: Any) -> GateEntry:
     for pname, values in presets.items():
         if not isinstance(values, dict):
             raise ConfigError(f"{where}.presets.{pname}: must be a table")
+        if pname == SEED_PRESET:
+            raise ConfigError(f"{where}.presets.{pname}: 'seed' is reserved for the defaults in [gates.{name}.params]"
+                              " (name the preset otherwise)")
     return GateEntry(name, module, description.strip(), tuple(aliases), params, presets, where)
 
 
@@ -215,6 +239,20 @@ def parse_sets(pairs: tuple[str, ...] | list[str]) -> list[tuple[str | None, str
     return parsed
 
 
+def repeated_sets(pairs: tuple[str, ...] | list[str]) -> list[str]:
+    """One warning per ``--set`` key given more than once with different values (the last one wins)."""
+    values: dict[tuple[str | None, str], list[str]] = {}
+    for gate, key, value in parse_sets(pairs):
+        values.setdefault((gate, key), []).append(value.strip())
+    warnings = []
+    for (gate, key), given in values.items():
+        if len(set(given)) > 1:
+            name = shorten(f"{gate}.{key}" if gate else key)
+            warnings.append(f"--set {name} given {len(given)} times ({', '.join(shorten(v, 20) for v in given[:4])}); "
+                            f"using the last, {name}={shorten(given[-1])}")
+    return warnings
+
+
 def effective_params(
     entries: list[GateEntry], preset: str | None, sets: tuple[str, ...] | list[str]
 ) -> dict[str, dict[str, ParamValue]]:
@@ -223,10 +261,10 @@ def effective_params(
     used = [False] * len(parsed)
     result: dict[str, dict[str, ParamValue]] = {}
     for entry in entries:
-        name = preset or SEED_PRESET
+        name = SEED_PRESET if preset is None else preset  # '' is a preset name like any other: unknown
         if name not in entry.presets:
             raise ConfigError(
-                f"gate {entry.name!r} has no preset {name!r} (presets: {', '.join(entry.presets)})"
+                f"gate {entry.name!r} has no preset {shorten(name)!r} (presets: {', '.join(entry.presets)})"
             )
         params = {**entry.defaults, **entry.presets[name]}
         for n, (gate, key, raw) in enumerate(parsed):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,8 +89,9 @@ def check_writable(path: str | None, flag: str) -> None:
 def write_text(path: str, text: str, flag: str) -> None:
     """Write a report to ``path``, or to stdout for ``-``."""
     if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        from nxgates.streams import write_stdout
+
+        write_stdout(text)  # closed stdout: exit 2; a reader gone (EPIPE): dropped, the verdict stands
         return
     try:
         Path(path).write_text(text, encoding="utf-8")

@@ -46,13 +46,19 @@ def run_gate(
     options: dict[str, Any] | None = None,
     timeout: float | None = None,
     progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> GateReport:
-    """Run one gate. Usage errors (NxError) propagate; timeouts and bugs are recorded in the report."""
+    """Run one gate. Usage errors (NxError) propagate; timeouts and bugs are recorded in the report.
+
+    ``deadline`` (a :func:`time.monotonic` instant) lets several runs share one ``timeout``.
+    """
+    if deadline is None and timeout is not None:
+        deadline = time.monotonic() + timeout
     ctx = RunContext(
         params=dict(params),
         fault=fault,
         options=dict(options or {}),
-        deadline=None if timeout is None else time.monotonic() + timeout,
+        deadline=deadline,
         progress=progress or Progress(),
     )
     start = time.perf_counter()
@@ -94,7 +100,13 @@ def exit_code(reports: list[GateReport]) -> int:
 
 
 def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, **kwargs: Any) -> GateReport:
-    """Run a gate ``repeat`` times; the runs must agree on every check and on the numbers' digest."""
+    """Run a gate ``repeat`` times; the runs must agree on every check and on the numbers' digest.
+
+    One deadline covers all the runs: ``--timeout`` bounds the gate, however large ``--repeat`` is.
+    """
+    timeout = kwargs.get("timeout")
+    if timeout is not None and "deadline" not in kwargs:
+        kwargs["deadline"] = time.monotonic() + timeout
     first = run_gate(entry, params, **kwargs)
     if repeat <= 1 or first.error:
         return first
@@ -103,6 +115,7 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
     for _ in range(repeat - 1):
         again = run_gate(entry, params, **kwargs)
         if again.error:
+            again.seconds += first.seconds  # the time of every run so far, as the deadline counted it
             return again
         agreed += _signature(again) == signature
         first.seconds += again.seconds

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,28 @@ def resolve(handle: int) -> Any:
     """In a task: the object a pool shared under ``handle``."""
     return _SHARED[handle]
 POOL_FAULTS = ("single-worker", "drop-task")
+
+#: Forked workers per usable CPU at most: beyond it they only wait their turn, and each costs a fork,
+#: a process and its pipes (1024 of them hung start-up past any timeout).
+PROCESS_WORKERS_PER_CPU = 8
+#: What one forked worker is assumed to cost in memory beyond what it shares with the parent.
+PROCESS_WORKER_BYTES = 64 << 20
+
+
+def max_process_workers() -> int:
+    """The most forked workers this machine runs sensibly: by usable CPUs, then by available memory."""
+    from nxgates.core.memory import BUDGET_FRACTION, available_bytes
+
+    by_memory = int(available_bytes() * BUDGET_FRACTION) // PROCESS_WORKER_BYTES
+    return max(2, min(PROCESS_WORKERS_PER_CPU * auto_workers(), by_memory))
+
+
+def check_workers(kind: str, n_workers: int) -> None:
+    """A usage error (exit 2) for more process workers than :func:`max_process_workers`."""
+    if kind == "process" and n_workers > (cap := max_process_workers()):
+        raise ConfigError(f"workers={n_workers} is more than the process executor runs on this machine "
+                          f"(at most {cap}: {PROCESS_WORKERS_PER_CPU} per usable CPU, within the memory "
+                          "budget); use fewer workers or executor=thread")
 
 
 def auto_workers() -> int:
@@ -134,7 +157,7 @@ class WorkerPool:
 
     def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord) -> None:
         future = self._executors[worker].submit(fn, ctx, worker)
-        future.add_done_callback(lambda f, r=record: self._finish(r, f.exception()))
+        future.add_done_callback(lambda f, r=record: self._finish(r, _outcome(f)))
 
     def flush(self) -> None:
         """Hand queued tasks to the workers (the thread executor queues them at submit already)."""
@@ -155,8 +178,8 @@ class WorkerPool:
 
     def wait(self, target: int, timeout: float | None) -> WaitResult:
         """Block until ``target`` tasks completed, nothing is in flight, or ``timeout`` seconds passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout  # forks in flush() count too
         self.flush()
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
             while self._completed < target and self._in_flight > 0:
                 left = None if deadline is None else deadline - time.monotonic()
@@ -205,6 +228,7 @@ class ProcessWorkerPool(WorkerPool):
         if "fork" not in multiprocessing.get_all_start_methods():
             raise ConfigError("the process executor needs fork() (Linux or macOS); use executor=thread")
         self._mp = multiprocessing.get_context("fork")
+        check_workers("process", n_workers)
         super().__init__(n_workers, fault)
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord]]] = {}
 
@@ -219,15 +243,28 @@ class ProcessWorkerPool(WorkerPool):
             future.add_done_callback(lambda f, rs=records: self._finish_batch(rs, f))
 
     def _finish_batch(self, records: list[TaskRecord], future: Future) -> None:
-        error = future.exception()
+        error = _outcome(future)
         errors = [error] * len(records) if error is not None else future.result()
         for record, err in zip(records, errors, strict=True):
             self._finish(record, err)
 
+    def close(self) -> None:
+        """As for threads; and a worker still busy (Ctrl-C, SIGTERM, a stuck task) is terminated, not orphaned.
+
+        Workers hold their own copy of the task pipe, so a parent that exits does not end them by itself.
+        """
+        with self._cv:
+            busy = self._in_flight > 0
+        if busy:
+            for ex in self._executors:
+                for proc in list((getattr(ex, "_processes", None) or {}).values()):
+                    proc.terminate()  # SIGTERM: the default action in a worker (see _quiet_worker)
+        super().close()
+
     def _make_executor(self, worker: int) -> Executor:
         from concurrent.futures import ProcessPoolExecutor
 
-        return ProcessPoolExecutor(max_workers=1, mp_context=self._mp)
+        return ProcessPoolExecutor(max_workers=1, mp_context=self._mp, initializer=_quiet_worker)
 
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:
@@ -243,6 +280,23 @@ class ProcessWorkerPool(WorkerPool):
         if self.started:
             raise RuntimeError("a barrier must be made before the first task starts the workers")
         return self._mp.Barrier(parties, timeout=timeout)
+
+
+def _outcome(future: Future) -> BaseException | None:
+    """A finished task's exception, or None; a task cancelled at shutdown (Ctrl-C) is an error, quietly."""
+    if future.cancelled():
+        return CancelledError("cancelled when the pool closed")
+    return future.exception()
+
+
+def _quiet_worker() -> None:
+    """In each forked worker: Ctrl-C and SIGTERM are the parent's to handle, so no worker prints a traceback.
+
+    SIGINT reaches the whole process group; the parent stops the run and the workers with it. SIGTERM gets
+    its default action back (the parent's handler, inherited by fork, would raise in the worker).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) -> list[BaseException | None]:

@@ -317,6 +317,7 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
     for key, g in zip(("A", "B"), results, strict=True):
         out.metrics[key] = {
             "passed": g.passed,
+            "cells_passed": g.n_pass,
             "cells": g.cells,
             "worst_permil": g.worst,
             "max_abs_grad": g.maxabs,

@@ -26,7 +26,7 @@ import numpy as np
 
 from nxgates.core.memory import fmt_bytes, require
 from nxgates.core.mlp import Dims, example_grads, init_data
-from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, make_pool, resolve
+from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, check_workers, make_pool, resolve
 from nxgates.core.tape import F32, Tape
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
@@ -135,6 +135,7 @@ def validate(p: dict) -> None:
         raise ConfigError("workers=1 cannot show parallelism (T2 needs >1 worker); use 0 (auto) or >= 2")
     dims = Dims(p["D"], p["H"], p["O"])
     workers = p["workers"] or auto_workers()
+    check_workers(choose_executor(p["executor"], dims), workers)  # forks are capped: exit 2, not a hang
     # grads: serial, parallel, re-run (+ a loaded file); arenas: one per worker plus the serial one
     grads = 4 * p["B"] * dims.n_params
     arenas = (workers + 1) * 2 * dims.arena + (workers + 1) * dims.n_w1
@@ -178,7 +179,7 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
         job.shared_arena = Tape(dims.arena, shared[0], shared[1])
         job.barrier = pool.barrier(min(pool.n_workers, B), BARRIER_SECONDS)
     handle = pool.share(job)
-    out.info("nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the thread pool;"
+    out.info(f"nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the {pool.kind} pool;"
              " per-example grads bit-identical to serial)")
     # ---- pool start-up first: forked workers then do not inherit the serial pass's private arrays
     t0 = time.perf_counter()
@@ -328,15 +329,22 @@ def _pool_problems(records, waited, B, distinct, n_workers) -> list[str]:
 
 
 def load_compare(path: str | None, B: int, n_params: int) -> np.ndarray | None:
-    """A saved gradient file: float32, shape (B, NP); anything else is a usage error."""
+    """A saved gradient file: float32 (either byte order), shape (B, NP); anything else is a usage error.
+
+    Only a regular file is opened (``/dev/zero`` or a FIFO would stream or block forever), and it is
+    memory-mapped, so its size costs no memory until compared.
+    """
     if path is None:
         return None
+    from nxgates import safeio
+
+    safeio.regular_file(path, "--compare-grads")
     try:
-        arr = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise ConfigError(f"--compare-grads {path}: no such file") from None
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise ConfigError(f"--compare-grads {path}: not a readable .npy file ({exc})") from None
+    if isinstance(arr, np.ndarray) and arr.dtype == np.dtype(F32).newbyteorder():  # the other byte order
+        arr = arr.astype(F32)  # a byte swap: every bit of every value kept
     if not isinstance(arr, np.ndarray) or arr.dtype != F32:
         raise ConfigError(f"--compare-grads {path}: expected float32, got {getattr(arr, 'dtype', type(arr))}")
     if arr.shape != (B, n_params):

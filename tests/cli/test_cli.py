@@ -75,8 +75,9 @@ def test_json_to_stdout_has_the_documented_schema(invoke):
     assert (m["loss_q"], m["trained_params"], m["total_params"], m["peft_permil"]) == (1329684529960, 24, 60, 400)
     for key, worst, maxabs in (("A", 2, 185888), ("B", 0, 367790)):
         t = m[key]
-        assert set(t) == {"passed", "cells", "worst_permil", "max_abs_grad", "analytic", "numeric"}
+        assert set(t) == {"passed", "cells_passed", "cells", "worst_permil", "max_abs_grad", "analytic", "numeric"}
         assert (t["passed"], t["cells"], t["worst_permil"], t["max_abs_grad"]) == (True, 12, worst, maxabs)
+        assert t["cells_passed"] == 12  # the seed's "12/12"
         assert all(isinstance(v, int) for v in t["analytic"] + t["numeric"])
     assert m["A"]["analytic"][8] == -185888  # cell order is the seed's row-major order
 

@@ -1,0 +1,104 @@
+"""Standard output that may be closed, or whose reader may go away (``nxgates run all | head -1``).
+
+Neither is a failed check nor a bug: the verdict stays the exit status. A closed stdout is refused before
+anything runs; after a reader closes the pipe (EPIPE), human output stops quietly and the run goes on, so
+``--json``/``--junit`` files are still written whole.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from typing import TextIO
+
+from nxgates.errors import ConfigError
+
+
+def require_stdout(why: str) -> TextIO:
+    """``sys.stdout``, or a one-line usage error when the process was started with it closed (``>&-``)."""
+    if sys.stdout is None:
+        raise ConfigError(f"standard output is closed: nowhere to write {why} (redirect it, e.g. >/dev/null)")
+    return sys.stdout
+
+
+def is_reader_gone(exc: BaseException) -> bool:
+    return isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)
+
+
+def silence(stream: TextIO | None) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (Python's documented idiom after EPIPE), so the
+    writes still buffered, and the interpreter's flush at exit, go nowhere instead of failing again."""
+    try:
+        fd = stream.fileno() if stream is not None else -1
+    except (OSError, ValueError, AttributeError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+class ReaderSafe:
+    """Wraps a text stream: once its reader has gone (EPIPE), every further write is dropped."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.reader_gone = False
+
+    def _gone(self) -> None:
+        self.reader_gone = True
+        silence(self.stream)
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                self.stream.write(text)
+            except OSError as exc:
+                if not is_reader_gone(exc):
+                    raise
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                if not is_reader_gone(exc):
+                    raise
+                self._gone()
+
+    def isatty(self) -> bool:
+        return not self.reader_gone and bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+class Discard:
+    """A stream for closed stderr: what would have gone there goes nowhere."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def human_stream(to_stderr: bool) -> TextIO:
+    """Where the human report goes: stdout (must be open), or stderr when a report takes stdout."""
+    if to_stderr:
+        return ReaderSafe(sys.stderr) if sys.stderr is not None else Discard()  # type: ignore[return-value]
+    return ReaderSafe(require_stdout("the report"))  # type: ignore[return-value]
+
+
+def write_stdout(text: str) -> None:
+    """A whole report to stdout; a reader that went away is not an error (the exit status is the verdict)."""
+    out = ReaderSafe(require_stdout("the report"))
+    out.write(text)
+    out.flush()
