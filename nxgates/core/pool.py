@@ -297,6 +297,22 @@ def _quiet_worker() -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _end_with_parent()
+
+
+def _end_with_parent() -> None:
+    """Linux: the kernel sends this worker SIGTERM when the parent dies, even by SIGKILL (no orphans)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # without it, close() still terminates busy workers
 
 
 def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) -> list[BaseException | None]:

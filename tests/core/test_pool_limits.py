@@ -1,0 +1,91 @@
+"""The pool's limits: forks capped, quiet on Ctrl-C and at shutdown, no worker outliving a closed pool."""
+
+import logging
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nxgates.core import memory, pool
+from nxgates.core.pool import ProcessWorkerPool, WorkerPool, check_workers
+from nxgates.errors import ConfigError
+
+
+def test_process_workers_are_capped_by_cpus_and_memory(monkeypatch):
+    monkeypatch.setattr(pool, "auto_workers", lambda: 2)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 64 << 30)
+    assert pool.max_process_workers() == 16
+    check_workers("process", 16)
+    with pytest.raises(ConfigError, match="workers=17 .*at most 16"):
+        check_workers("process", 17)
+    check_workers("thread", 1024)  # threads cost no fork
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 30)  # 512 MiB budget / 64 MiB per worker
+    assert pool.max_process_workers() == 8
+    with pytest.raises(ConfigError, match="at most 8"):
+        ProcessWorkerPool(9)
+
+
+def test_tasks_cancelled_at_close_are_quiet(caplog):
+    """Ctrl-C closes the pool with tasks queued: each is recorded as cancelled, none logs a traceback."""
+    release = threading.Event()
+    p = WorkerPool(1)
+    p.submit(lambda ctx, w: release.wait(10), None)
+    for b in range(5):
+        p.submit(lambda ctx, w: None, b)
+    with caplog.at_level(logging.DEBUG, logger="concurrent.futures"):
+        p.close()
+    release.set()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.error for r in p.records[1:]] == ["CancelledError: cancelled when the pool closed"] * 5
+
+
+def signals_left_to_the_parent(ctx, worker):
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_forked_workers_leave_ctrl_c_to_the_parent():
+    with ProcessWorkerPool(2) as p:
+        for b in range(2):
+            p.submit(signals_left_to_the_parent, b)
+        assert p.wait(2, timeout=30).reached
+        assert [r.error for r in p.records] == [None, None]
+
+
+def stuck(ctx, worker):
+    pids = pool.resolve(ctx)
+    pids[worker] = os.getpid()
+    time.sleep(60)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_closing_a_busy_process_pool_ends_its_workers():
+    p = ProcessWorkerPool(2)
+    pids = p.array((2,), np.int64)
+    pids[:] = 0
+    handle = p.share(pids)
+    p.submit(stuck, handle)
+    p.submit(stuck, handle)
+    assert p.wait(2, timeout=0.5).timed_out
+    for _ in range(100):
+        if pids.all():
+            break
+        time.sleep(0.05)
+    assert pids.all()
+    p.close()
+    for _ in range(100):
+        if all(_gone(int(pid)) for pid in pids):
+            break
+        time.sleep(0.05)
+    assert all(_gone(int(pid)) for pid in pids)

@@ -1,0 +1,55 @@
+"""The runner's time limit: one deadline per gate, whatever --repeat says."""
+
+import time
+
+from nxgates.gatekit import GateDef, GateOutput
+from nxgates.registry import GateEntry
+from nxgates.runner import run_repeated
+
+
+def entry_running(run) -> GateEntry:
+    return GateEntry.of("fake", GateDef(params={}, checks=("ok",), run=run), {})
+
+
+def passing(ctx) -> GateOutput:
+    out = GateOutput()
+    out.check("ok", True)
+    out.digest = "same"
+    return out
+
+
+def test_every_repeat_shares_the_gates_deadline():
+    deadlines = []
+
+    def run(ctx):
+        deadlines.append(ctx.deadline)
+        return passing(ctx)
+
+    report = run_repeated(entry_running(run), {}, 5, timeout=100.0)
+    assert report.passed and len(deadlines) == 5
+    assert len(set(deadlines)) == 1  # not a fresh deadline per run
+
+
+def test_many_repeats_time_out_instead_of_running_on():
+    runs = []
+
+    def run(ctx):
+        runs.append(1)
+        time.sleep(0.02)
+        ctx.check_time()
+        return passing(ctx)
+
+    report = run_repeated(entry_running(run), {}, 10_000, timeout=0.2)
+    assert report.error_kind == "timeout" and report.error == "timed out after 0.2 s"
+    assert len(runs) < 10_000
+
+
+def test_no_timeout_means_no_deadline():
+    deadlines = []
+
+    def run(ctx):
+        deadlines.append(ctx.deadline)
+        return passing(ctx)
+
+    assert run_repeated(entry_running(run), {}, 2, timeout=None).passed
+    assert deadlines == [None, None]
