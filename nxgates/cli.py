@@ -1,4 +1,5 @@
-"""The ``nxgates`` command line. Exit codes follow pytest: 0 pass, 1 fail, 2 usage, 3 internal, 130 Ctrl-C."""
+"""The ``nxgates`` command line. Exit codes follow pytest: 0 pass, 1 fail, 2 usage, 3 internal, 130 Ctrl-C
+(143 SIGTERM)."""
 
 from __future__ import annotations
 
@@ -141,7 +142,8 @@ def cli() -> None:
 
     \b
     Exit codes: 0 every check passed, 1 a check failed or a gate timed out,
-    2 usage or configuration error, 3 internal error (a bug), 130 interrupted.
+    2 usage or configuration error, 3 internal error (a bug), 130 interrupted
+    (Ctrl-C), 143 terminated (SIGTERM).
 
     \b
     Examples:
