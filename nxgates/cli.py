@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import sys
@@ -66,12 +67,19 @@ def _timeout_seconds(ctx: click.Context, param: click.Parameter, value: float | 
     return None if math.isinf(value) else value
 
 
+def _stop_reason(exc: BaseException | None) -> tuple[str, int]:
+    """What stopped a run, as words and exit code: Ctrl-C 130, SIGTERM 143, SIGHUP 129."""
+    if isinstance(exc, Terminated):
+        return exc.what, exc.exit_code
+    return "interrupted", EXIT_INTERRUPTED
+
+
 class _Stopped(Exception):
     """Ctrl-C or SIGTERM, carried past click (which would print a blank line and forget which it was)."""
 
-    def __init__(self, terminated: bool):
-        super().__init__("terminated (SIGTERM)" if terminated else "interrupted")
-        self.exit_code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    def __init__(self, cause: KeyboardInterrupt):
+        what, self.exit_code = _stop_reason(cause)
+        super().__init__(what)
 
 
 class _ReaderGone(Exception):
@@ -82,15 +90,18 @@ class NxGroup(click.Group):
     """A click group whose every failure is one line on stderr with a documented exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from nxgates.streams import is_reader_gone
+        from nxgates.streams import is_reader_gone, silence
 
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
-            raise _Stopped(isinstance(exc, Terminated)) from None
+            raise _Stopped(exc) from None
         except OSError as exc:
             if is_reader_gone(exc):
                 raise _ReaderGone() from None
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):  # `nxgates list >/dev/full`
+                silence(sys.stdout)
+                raise ConfigError(f"cannot write the output: {exc.strerror or exc}") from None
             raise
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -105,9 +116,8 @@ class NxGroup(click.Group):
             click.echo(f"nxgates: {exc}", err=True)
             code = exc.exit_code
         except (click.exceptions.Abort, KeyboardInterrupt) as exc:
-            terminated = isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated)
-            click.echo("nxgates: terminated (SIGTERM)" if terminated else "nxgates: interrupted", err=True)
-            code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+            what, code = _stop_reason(exc if isinstance(exc, Terminated) else exc.__cause__)
+            click.echo(f"nxgates: {what}", err=True)
         except _ReaderGone:  # `nxgates list | head -1`: the reader has what it wanted; not an error
             from nxgates.streams import silence
 
@@ -188,7 +198,10 @@ def show_cmd(gate: str, config: str | None) -> None:
     from nxgates.streams import require_stdout
 
     require_stdout("the description")
-    entry = _registry(config).resolve(gate)
+    reg = _registry(config)
+    if gate == "all" and gate not in reg.gates:
+        raise ConfigError(f"show takes one gate ('all' is for run and selftest; gates: {', '.join(reg.gates)})")
+    entry = reg.resolve(gate)
     g = entry.gate
     click.echo(f"{entry.name}: {entry.description}")
     if entry.aliases:
@@ -270,8 +283,9 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
                      "--compare-grads": compare_grads})
     reports.check_writable(json_path, "--json")
     reports.check_writable(junit_path, "--junit")
+    reports.check_writable(save_grads, "--save-grads")
 
-    from nxgates.streams import human_stream, require_stdout
+    from nxgates.streams import check_written, human_stream, require_stdout
 
     if "-" in (json_path, junit_path):
         require_stdout("the report")
@@ -290,17 +304,18 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
             renderer.gate(report)
             if report.traceback and debug:
                 click.echo(report.traceback, err=True)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated)
         interrupted = exc
-        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        click.echo(f"nxgates: {what}; writing the reports of finished gates", err=True)
-    renderer.summary(done)
-    if json_path:
-        reports.write_text(json_path, reports.json_text(done, interrupted is not None), "--json")
-    if junit_path:
-        reports.write_text(junit_path, reports.junit_text(done), "--junit")
+        click.echo(f"nxgates: {_stop_reason(exc)[0]}; writing the reports of finished gates", err=True)
+    with _signals_held():  # a second Ctrl-C or SIGTERM must not leave a report half written
+        renderer.summary(done)
+        if json_path:
+            reports.write_text(json_path, reports.json_text(done, interrupted is not None), "--json")
+        if junit_path:
+            reports.write_text(junit_path, reports.junit_text(done), "--junit")
+    check_written(human)
     if interrupted is not None:
-        return EXIT_TERMINATED if isinstance(interrupted, Terminated) else EXIT_INTERRUPTED
+        return _stop_reason(interrupted)[1]
     code = exit_code(done)
     if code == EXIT_INTERNAL:
         click.echo("nxgates: internal error in a gate (run with --debug for the traceback)", err=True)
@@ -331,7 +346,7 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     entries = reg.select(gates or ("all",))
     params = registry.effective_params(entries, None, ())
     reports.check_writable(json_path, "--json")
-    from nxgates.streams import human_stream, require_stdout
+    from nxgates.streams import check_written, human_stream, require_stdout
 
     if json_path == "-":
         require_stdout("the report")
@@ -367,6 +382,7 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
         }
         text = json.dumps(doc, indent=2) + "\n"
         reports.write_text(json_path, text, "--json")
+    check_written(renderer.stream)
     if any(r.report.error_kind == "crash" for r in rows):
         return EXIT_INTERNAL
     return 0 if ok else EXIT_FAIL
@@ -385,22 +401,50 @@ def _distinct_files(paths: dict[str, str | None]) -> None:
         seen[real] = flag
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _on_terminate(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+class _signals_held:
+    """Ignore Ctrl-C, SIGTERM and SIGHUP for a moment (writing the reports); a no-op off the main thread."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.saved = {}
+        if threading.current_thread() is threading.main_thread():
+            for name in STOP_SIGNALS:
+                if hasattr(signal, name):
+                    self.saved[name] = signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for name, handler in self.saved.items():
+            signal.signal(getattr(signal, name), handler)
 
 
 def main() -> None:
     """The console script: like ``cli()``, but never waits at exit for a worker stuck past its timeout.
 
-    SIGTERM stops a run like Ctrl-C (finished gates' reports written, one line), with exit 143.
+    SIGTERM (SIGHUP) stops a run like Ctrl-C (finished gates' reports written, one line), exit 143 (129).
     """
     import signal
     import threading
 
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) != signal.SIG_IGN:  # nohup stays
+            signal.signal(getattr(signal, name), _on_terminate)
     code = cli.main(standalone_mode=False)
+    for name in STOP_SIGNALS:  # the verdict is decided: a signal now must not turn it into a crash
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
-    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) or stuck:
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED, 128 + 1) or stuck:
         for stream in (sys.stdout, sys.stderr):
             try:
                 if stream is not None:

@@ -29,4 +29,19 @@ class GateTimeout(Exception):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so it stops a run exactly like Ctrl-C (exit 143 instead of 130)."""
+    """SIGTERM (or SIGHUP), raised in the main thread so it stops a run exactly like Ctrl-C; the exit code
+    is the shell's for that signal, 128 + its number (143 for SIGTERM, 129 for SIGHUP)."""
+
+    def __init__(self, signum: int = 15):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def what(self) -> str:
+        import signal
+
+        return f"terminated ({signal.Signals(self.signum).name})"

@@ -31,6 +31,8 @@ class IntParam:
     def parse(self, key: str, text: str) -> int:
         text = text.strip()
         if not _INT.fullmatch(text):  # no floats, hex, underscores or other spellings int() would take
+            if re.fullmatch(r"[+-]?[0-9]+", text, flags=re.ASCII):  # an integer, too long to be in range
+                raise ConfigError(f"{key}={text[:40]}... ({len(text)} digits) is out of range [{self.min}, {self.max}]")
             raise ConfigError(f"{key} takes an integer, got {text!r}")
         return self.check(key, int(text, 10))
 

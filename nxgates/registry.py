@@ -139,6 +139,8 @@ def parse(text: str, source: str) -> Registry:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nesting level: `x = [[[[...]]]]` thousands deep
+        raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
     tables = data.get("gates")
     if not isinstance(tables, dict) or not tables:
         raise ConfigError(f"{source}: no gates defined (expected [gates.NAME] tables)")
@@ -197,6 +199,9 @@ def _entry(source: str, name: str, table: Any) -> GateEntry:
     for pname, values in presets.items():
         if not isinstance(values, dict):
             raise ConfigError(f"{where}.presets.{pname}: must be a table")
+        if not _NAME.match(pname):
+            raise ConfigError(f"{where}.presets.{shorten(repr(pname))}: preset names are lower-case letters, "
+                              "digits, '-' and '_'")
         if pname == SEED_PRESET:
             raise ConfigError(f"{where}.presets.{pname}: 'seed' is reserved for the defaults in [gates.{name}.params]"
                               " (name the preset otherwise)")

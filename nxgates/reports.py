@@ -74,6 +74,8 @@ def check_writable(path: str | None, flag: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{flag} {path}: is a directory")
+    if p.is_fifo() or p.is_socket():  # opening one would block until a reader comes, maybe forever
+        raise ConfigError(f"{flag} {path}: is a FIFO or socket; write to '-' and pipe that instead")
     if not p.parent.is_dir():
         raise ConfigError(f"{flag} {path}: directory {p.parent} does not exist")
     existed = p.exists()

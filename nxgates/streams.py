@@ -41,37 +41,43 @@ def silence(stream: TextIO | None) -> None:
 
 
 class ReaderSafe:
-    """Wraps a text stream: once its reader has gone (EPIPE), every further write is dropped."""
+    """Wraps a text stream: once a write fails (EPIPE: the reader has gone; ENOSPC: /dev/full, a full
+    disk), every further write is dropped and the run goes on. ``error`` keeps a failure that was not
+    EPIPE, for the caller to report once the gates and the report files are done."""
 
     def __init__(self, stream: TextIO):
         self.stream = stream
         self.reader_gone = False
+        self.error: OSError | None = None
 
-    def _gone(self) -> None:
-        self.reader_gone = True
+    @property
+    def stopped(self) -> bool:
+        return self.reader_gone or self.error is not None
+
+    def _stop(self, exc: OSError) -> None:
+        if is_reader_gone(exc):
+            self.reader_gone = True
+        else:
+            self.error = exc
         silence(self.stream)
 
     def write(self, text: str) -> int:
-        if not self.reader_gone:
+        if not self.stopped:
             try:
                 self.stream.write(text)
             except OSError as exc:
-                if not is_reader_gone(exc):
-                    raise
-                self._gone()
+                self._stop(exc)
         return len(text)
 
     def flush(self) -> None:
-        if not self.reader_gone:
+        if not self.stopped:
             try:
                 self.stream.flush()
             except OSError as exc:
-                if not is_reader_gone(exc):
-                    raise
-                self._gone()
+                self._stop(exc)
 
     def isatty(self) -> bool:
-        return not self.reader_gone and bool(getattr(self.stream, "isatty", lambda: False)())
+        return not self.stopped and bool(getattr(self.stream, "isatty", lambda: False)())
 
     def fileno(self) -> int:
         return self.stream.fileno()
@@ -102,3 +108,12 @@ def write_stdout(text: str) -> None:
     out = ReaderSafe(require_stdout("the report"))
     out.write(text)
     out.flush()
+    if out.error is not None:
+        raise ConfigError(f"cannot write the report to standard output: {out.error.strerror or out.error}")
+
+
+def check_written(stream: TextIO) -> None:
+    """After a run: a human report that stdout could not take (not a reader gone away) is exit 2."""
+    error = getattr(stream, "error", None)
+    if error is not None and getattr(stream, "stream", None) is not sys.stderr:  # stderr: nobody to tell
+        raise ConfigError(f"cannot write the report to standard output: {error.strerror or error}")

@@ -237,10 +237,11 @@ class ProcessWorkerPool(WorkerPool):
 
     def flush(self) -> None:
         queued, self._queued = self._queued, {}
-        for worker, items in queued.items():
-            records = [r for _, _, r in items]
-            future = self._executors[worker].submit(_run_batch, [(fn, ctx) for fn, ctx, _ in items], worker)
-            future.add_done_callback(lambda f, rs=records: self._finish_batch(rs, f))
+        with _stop_signals_deferred():  # a worker's first batch forks it
+            for worker, items in queued.items():
+                records = [r for _, _, r in items]
+                future = self._executors[worker].submit(_run_batch, [(fn, ctx) for fn, ctx, _ in items], worker)
+                future.add_done_callback(lambda f, rs=records: self._finish_batch(rs, f))
 
     def _finish_batch(self, records: list[TaskRecord], future: Future) -> None:
         error = _outcome(future)
@@ -289,14 +290,39 @@ def _outcome(future: Future) -> BaseException | None:
     return future.exception()
 
 
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+class _stop_signals_deferred:
+    """Hold Ctrl-C, SIGTERM and SIGHUP while forking; they are delivered as soon as the forks are done.
+
+    A signal landing inside ``os.fork``'s at-fork hooks raises there, where Python prints the traceback
+    and drops the exception ("Exception ignored"): the run would go on as if never stopped. Only the main
+    thread forks here, and only it runs Python's signal handlers.
+    """
+
+    def __enter__(self) -> None:
+        self.saved = None
+        if hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread():
+            self.saved = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.saved)
+
+
 def _quiet_worker() -> None:
-    """In each forked worker: Ctrl-C and SIGTERM are the parent's to handle, so no worker prints a traceback.
+    """In each forked worker: Ctrl-C, SIGTERM and SIGHUP are the parent's to handle: no worker prints a traceback.
 
     SIGINT reaches the whole process group; the parent stops the run and the workers with it. SIGTERM gets
     its default action back (the parent's handler, inherited by fork, would raise in the worker).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up, like Ctrl-C, is the parent's to handle
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held by the parent while it forked
     _end_with_parent()
 
 
