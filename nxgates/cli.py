@@ -172,6 +172,8 @@ def _config_option(f):
 def _registry(config: str | None):
     from nxgates import registry
 
+    if config == "":
+        raise ConfigError("--config: empty path")
     return registry.load(config)
 
 
@@ -393,9 +395,14 @@ def _distinct_files(paths: dict[str, str | None]) -> None:
     overwritten while compared): exit 2, comparing real paths so ``./r.json`` and a symlink count too."""
     seen: dict[str, str] = {}
     for flag, path in paths.items():
+        if path == "":
+            raise ConfigError(f"{flag}: empty path")
         if path is None or path == "-":
             continue
-        real = os.path.realpath(path)
+        try:
+            real = os.path.realpath(path)
+        except OSError as exc:  # e.g. the current directory was deleted under us
+            raise ConfigError(f"{flag} {path}: cannot resolve the path: {exc.strerror or exc}") from None
         if real in seen:
             raise ConfigError(f"{seen[real]} and {flag} name the same file {path}; give each its own")
         seen[real] = flag

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError
+from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError
 from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
 from nxgates.registry import GateEntry
 
@@ -66,6 +66,8 @@ def run_gate(
         output = entry.gate.run(ctx)
     except NxError:
         raise
+    except MemoryError:  # the estimate-before-allocate missed a limit (ulimit -v, a cgroup): sizes, not a bug
+        raise ResourceError(f"{entry.name} ran out of memory at {_sizes(params)}; use smaller sizes") from None
     except GateTimeout:
         seconds = time.perf_counter() - start
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
@@ -82,6 +84,10 @@ def run_gate(
     if ctx.deadline is not None and time.monotonic() > ctx.deadline:
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
     return GateReport(entry.name, dict(params), output, seconds, fault)
+
+
+def _sizes(params: dict[str, ParamValue]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items() if isinstance(v, int))
 
 
 def _failed(entry: GateEntry, params: dict[str, ParamValue], fault: str | None, seconds: float, error: str,

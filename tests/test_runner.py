@@ -53,3 +53,15 @@ def test_no_timeout_means_no_deadline():
 
     assert run_repeated(entry_running(run), {}, 2, timeout=None).passed
     assert deadlines == [None, None]
+
+
+def test_running_out_of_memory_is_a_resource_error_not_a_crash():
+    import pytest
+
+    from nxgates.errors import ResourceError
+
+    def run(ctx):
+        raise MemoryError()
+
+    with pytest.raises(ResourceError, match="fake ran out of memory"):
+        run_repeated(entry_running(run), {"N": 3}, 1, timeout=None)

@@ -11,7 +11,29 @@ BUDGET_FRACTION = 0.5
 
 
 def available_bytes() -> int:
-    """MemAvailable from /proc/meminfo, falling back to total physical memory."""
+    """MemAvailable from /proc/meminfo (else physical memory), within an address-space limit (ulimit -v)."""
+    return min(_system_available(), _address_space_left())
+
+
+def _address_space_left() -> int:
+    """What ``ulimit -v`` (RLIMIT_AS) still allows this process to map; unlimited is a very large number."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return 1 << 62
+    if limit == resource.RLIM_INFINITY or limit < 0:
+        return 1 << 62
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            used = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        used = 0
+    return max(0, limit - used)
+
+
+def _system_available() -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:

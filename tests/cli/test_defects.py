@@ -326,3 +326,68 @@ def test_13_lora_json_counts_the_cells_that_passed(tmp_path):
     red = json.loads(run("run", "lora", "--json", "-", "--inject", "grad-bug", cwd=tmp_path).stdout)
     a = red["gates"][0]["metrics"]["A"]
     assert a["passed"] is False and 0 <= a["cells_passed"] < a["cells"] == 12
+
+
+# ---- found by trying hostile input (issue 13, "try it yourself") ------------------------------------------
+
+def test_try_report_targets_that_would_block_or_waste_a_run(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "adir").mkdir()
+    assert_usage_error(run("run", "lora", "--json", "fifo", cwd=tmp_path), "--json fifo: is a FIFO")
+    assert_usage_error(run("run", "parallel-grad", "--save-grads", "fifo", cwd=tmp_path), "is a FIFO")
+    assert_usage_error(run("run", "parallel-grad", "--save-grads", "adir", cwd=tmp_path), "is a directory")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_try_stdout_on_a_full_disk_is_one_line_and_reports_are_written(tmp_path):
+    r = shell('"$NX" run lora --json r.json >/dev/full', tmp_path)
+    assert r.returncode == 2
+    assert r.stderr == "nxgates: error: cannot write the report to standard output: No space left on device\n"
+    assert json.loads((tmp_path / "r.json").read_text())["passed"] is True
+    for command in ('"$NX" run lora --json - >/dev/full', '"$NX" list >/dev/full', '"$NX" selftest lora >/dev/full'):
+        r = shell(command, tmp_path)
+        assert r.returncode == 2 and "No space left on device" in r.stderr, (command, r.stderr)
+        assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr
+    r = shell('"$NX" run lora --json - 2>/dev/full', tmp_path)  # only the human report is lost
+    assert r.returncode == 0 and json.loads(r.stdout)["passed"] is True
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["run", "lora", "--set", "DM=" + "9" * 40], "(40 digits) is out of range [1, 1048576]"),
+    (["show", "all"], "show takes one gate"),
+])
+def test_try_odd_arguments(tmp_path, args, fragment):
+    assert_usage_error(run(*args, cwd=tmp_path), fragment)
+
+
+@pytest.mark.parametrize("config, fragment", [
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),  # was exit 3, RecursionError
+    (GOOD_TABLE + '[gates.lora.presets."red\\u001b[31m"]\nT = 4\n', "preset names are lower-case"),
+])
+def test_try_odd_configs(tmp_path, config, fragment):
+    (tmp_path / "gates.toml").write_text(config)
+    assert_usage_error(run("show", "lora", cwd=tmp_path), fragment)
+
+
+def test_try_sighup_is_a_clean_interruption_with_exit_129(tmp_path):
+    code, err = _stop_mid_run(tmp_path, [*LONG_POOL_RUN, "--set", "executor=process"], signal.SIGHUP, group=True)
+    assert code == 129
+    assert err == ["nxgates: terminated (SIGHUP); writing the reports of finished gates"]
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit", "--config", "--save-grads", "--compare-grads"])
+def test_try_an_empty_path_is_named_as_such(tmp_path, option):
+    assert_usage_error(run("run", "parallel-grad", option, "", cwd=tmp_path), f"{option}: empty path")
+
+
+def test_try_a_deleted_working_directory(tmp_path):
+    (tmp_path / "gone").mkdir()
+    r = shell('cd gone && rmdir ../gone && "$NX" run lora --json r.json', tmp_path)
+    assert r.returncode == 2 and r.stderr == "nxgates: error: --json r.json: cannot resolve the path: " \
+                                             "No such file or directory\n"
+
+
+def test_try_an_address_space_limit_is_part_of_the_memory_budget(tmp_path):
+    """`ulimit -v`: refused up front (exit 2), not a MemoryError mid-run (was exit 3, internal error)."""
+    r = shell('ulimit -v 400000 && "$NX" run parallel-grad --preset large', tmp_path)
+    assert_usage_error(r, "parallel-grad at D=784", "memory budget")
