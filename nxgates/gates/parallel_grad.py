@@ -343,10 +343,13 @@ def load_compare(path: str | None, B: int, n_params: int) -> np.ndarray | None:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise ConfigError(f"--compare-grads {path}: not a readable .npy file ({exc})") from None
-    if isinstance(arr, np.ndarray) and arr.dtype == np.dtype(F32).newbyteorder():  # the other byte order
+    if not isinstance(arr, np.ndarray):  # np.load opens a zip archive as an NpzFile
+        arr.close()
+        raise ConfigError(f"--compare-grads {path}: an .npz archive, not an .npy array (use --save-grads' file)")
+    if arr.dtype == np.dtype(F32).newbyteorder():  # the other byte order
         arr = arr.astype(F32)  # a byte swap: every bit of every value kept
-    if not isinstance(arr, np.ndarray) or arr.dtype != F32:
-        raise ConfigError(f"--compare-grads {path}: expected float32, got {getattr(arr, 'dtype', type(arr))}")
+    if arr.dtype != F32:
+        raise ConfigError(f"--compare-grads {path}: expected float32, got {arr.dtype}")
     if arr.shape != (B, n_params):
         raise ConfigError(f"--compare-grads {path}: shape {arr.shape} does not match (B, NP) = ({B}, {n_params})")
     return arr

@@ -327,8 +327,11 @@ def test_12_compare_grads_big_endian_file_and_devices(tmp_path):
     assert_usage_error(run("run", "parallel-grad", "--compare-grads", "/dev/zero", cwd=tmp_path),
                        "--compare-grads /dev/zero: not a regular file")
     np.save(tmp_path / "f8.npy", grads.astype("f8"))
-    assert_usage_error(run("run", "parallel-grad", "--compare-grads", "f8.npy", cwd=tmp_path),
+    assert_usage_error(run_in_process("run", "parallel-grad", "--compare-grads", "f8.npy", cwd=tmp_path),
                        "expected float32, got float64")
+    np.savez(tmp_path / "g.npz", grads=grads)
+    assert_usage_error(run_in_process("run", "parallel-grad", "--compare-grads", "g.npz", cwd=tmp_path),
+                       "an .npz archive, not an .npy array")
 
 
 @pytest.mark.parametrize("executor, pool", [("thread", "thread pool"), ("process", "process pool")])
