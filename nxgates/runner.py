@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,9 @@ def run_gate(
         seconds = time.perf_counter() - start
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
     except Exception as exc:  # a bug in a gate: report it, keep the other gates running
+        if isinstance(exc, OSError) and exc.errno in _LIMIT_ERRNOS:  # ... unless it is this machine's limits
+            raise ResourceError(f"{entry.name}: the system refused a resource: {exc.strerror} (limits: ulimit -n "
+                                "open files, ulimit -u processes); use fewer workers or executor=thread") from None
         seconds = time.perf_counter() - start
         report = _failed(entry, params, fault, seconds, f"internal error: {type(exc).__name__}: {exc}", "crash")
         import traceback
@@ -84,6 +88,10 @@ def run_gate(
     if ctx.deadline is not None and time.monotonic() > ctx.deadline:
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
     return GateReport(entry.name, dict(params), output, seconds, fault)
+
+
+#: errnos that mean "this machine's limits", not a bug: open files, processes (fork), kernel memory, /dev/shm
+_LIMIT_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM, errno.ENOSPC)
 
 
 def _sizes(params: dict[str, ParamValue]) -> str:

@@ -65,3 +65,22 @@ def test_running_out_of_memory_is_a_resource_error_not_a_crash():
 
     with pytest.raises(ResourceError, match="fake ran out of memory"):
         run_repeated(entry_running(run), {"N": 3}, 1, timeout=None)
+
+
+def test_a_system_limit_is_a_resource_error_and_other_os_errors_are_crashes():
+    import errno
+
+    import pytest
+
+    from nxgates.errors import ResourceError
+
+    def out_of_files(ctx):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    def broken(ctx):
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    with pytest.raises(ResourceError, match="Too many open files"):
+        run_repeated(entry_running(out_of_files), {}, 1, timeout=None)
+    report = run_repeated(entry_running(broken), {}, 1, timeout=None)
+    assert report.error_kind == "crash" and "Bad file descriptor" in report.error

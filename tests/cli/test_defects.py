@@ -416,3 +416,9 @@ def test_try_an_address_space_limit_is_part_of_the_memory_budget(tmp_path):
     """`ulimit -v`: refused up front (exit 2), not a MemoryError mid-run (was exit 3, internal error)."""
     r = shell('ulimit -v 400000 && "$NX" run parallel-grad --preset large', tmp_path)
     assert_usage_error(r, "parallel-grad at D=784", "memory budget")
+
+
+def test_try_too_few_file_descriptors_for_the_process_pool(tmp_path):
+    """`ulimit -n 16`: the pool's pipes cannot be made; exit 2 naming the limit (was exit 3, internal error)."""
+    r = shell('ulimit -n 16 && "$NX" run parallel-grad --executor process', tmp_path)
+    assert_usage_error(r, "parallel-grad: the system refused a resource: Too many open files", "ulimit -n")
