@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -14,6 +16,7 @@ import click
 from nxgates import __version__
 from nxgates.errors import (
     EXIT_FAIL,
+    EXIT_HANGUP,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -415,23 +418,21 @@ def _on_terminate(signum: int, frame: Any) -> None:
     raise Terminated(signum)
 
 
-class _signals_held:
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
     """Ignore Ctrl-C, SIGTERM and SIGHUP for a moment (writing the reports); a no-op off the main thread."""
+    import signal
+    import threading
 
-    def __enter__(self) -> None:
-        import signal
-        import threading
-
-        self.saved = {}
-        if threading.current_thread() is threading.main_thread():
-            for name in STOP_SIGNALS:
-                if hasattr(signal, name):
-                    self.saved[name] = signal.signal(getattr(signal, name), signal.SIG_IGN)
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        for name, handler in self.saved.items():
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in STOP_SIGNALS:
+            if hasattr(signal, name):
+                saved[name] = signal.signal(getattr(signal, name), signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for name, handler in saved.items():
             signal.signal(getattr(signal, name), handler)
 
 
@@ -451,7 +452,7 @@ def main() -> None:
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_IGN)
     stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
-    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED, 128 + 1) or stuck:
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP) or stuck:
         for stream in (sys.stdout, sys.stderr):
             try:
                 if stream is not None:

@@ -8,6 +8,7 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  #: Ctrl-C (SIGINT): 128 + 2, as shells report it
 EXIT_TERMINATED = 143  #: SIGTERM (kill, timeout, a CI runner cancelling the job): 128 + 15
+EXIT_HANGUP = 129  #: SIGHUP (the terminal closed): 128 + 1
 
 
 class NxError(Exception):
