@@ -19,12 +19,13 @@ subclass: ``share`` would scatter the object, ``array`` would gather the rows ta
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -293,22 +294,22 @@ def _outcome(future: Future) -> BaseException | None:
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
-class _stop_signals_deferred:
+@contextlib.contextmanager
+def _stop_signals_deferred() -> Iterator[None]:
     """Hold Ctrl-C, SIGTERM and SIGHUP while forking; they are delivered as soon as the forks are done.
 
     A signal landing inside ``os.fork``'s at-fork hooks raises there, where Python prints the traceback
     and drops the exception ("Exception ignored"): the run would go on as if never stopped. Only the main
     thread forks here, and only it runs Python's signal handlers.
     """
-
-    def __enter__(self) -> None:
-        self.saved = None
-        if hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread():
-            self.saved = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.saved is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.saved)
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, saved)
 
 
 def _quiet_worker() -> None:
