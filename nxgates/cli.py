@@ -44,9 +44,10 @@ class OnceOption(click.Option):
 
     def __init__(self, *args: Any, **kwargs: Any):
         self.once_default = kwargs.pop("default", None)
-        if kwargs.get("show_default") is True:
-            kwargs["show_default"] = str(self.once_default)
         super().__init__(*args, multiple=True, default=(), **kwargs)
+
+    def get_default(self, ctx: click.Context, call: bool = True) -> Any:
+        return super().get_default(ctx, call) if call else self.once_default  # call=False: for --help
 
     def process_value(self, ctx: click.Context, value: Any) -> Any:
         values = self.type_cast_value(ctx, value)
