@@ -35,7 +35,10 @@ MAX_REPEAT = 10_000  #: --repeat's upper bound (one --timeout covers all the run
 
 def _one_line(text: str) -> str:
     line = " ".join(str(text).split())
-    return line if len(line) <= ERROR_LINE_LIMIT else line[:ERROR_LINE_LIMIT] + "... (cut)"
+    if len(line) <= ERROR_LINE_LIMIT:
+        return line
+    keep = ERROR_LINE_LIMIT // 2  # cut the middle: an error line ends with its reason
+    return f"{line[:keep]} ...({len(line) - 2 * keep} characters cut)... {line[-keep:]}"
 
 
 class OnceOption(click.Option):

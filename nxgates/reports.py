@@ -72,20 +72,20 @@ def check_writable(path: str | None, flag: str) -> None:
     if path is None or path == "-":
         return
     p = Path(path)
-    if p.is_dir():
-        raise ConfigError(f"{flag} {path}: is a directory")
-    if p.is_fifo() or p.is_socket():  # opening one would block until a reader comes, maybe forever
-        raise ConfigError(f"{flag} {path}: is a FIFO or socket; write to '-' and pipe that instead")
-    if not p.parent.is_dir():
-        raise ConfigError(f"{flag} {path}: directory {p.parent} does not exist")
-    existed = p.exists()
-    try:
+    try:  # pathlib's is_dir() and friends raise, not answer False, for e.g. a name too long
+        if p.is_dir():
+            raise ConfigError(f"{flag} {path}: is a directory")
+        if p.is_fifo() or p.is_socket():  # opening one would block until a reader comes, maybe forever
+            raise ConfigError(f"{flag} {path}: is a FIFO or socket; write to '-' and pipe that instead")
+        if not p.parent.is_dir():
+            raise ConfigError(f"{flag} {path}: directory {p.parent} does not exist")
+        existed = p.exists()
         with open(p, "a", encoding="utf-8"):
             pass
+        if not existed:
+            p.unlink()  # leave no empty report behind if the run stops before writing it
     except OSError as exc:
         raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
-    if not existed:
-        p.unlink()  # leave no empty report behind if the run stops before writing it
 
 
 def write_text(path: str, text: str, flag: str) -> None:

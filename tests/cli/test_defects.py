@@ -422,3 +422,10 @@ def test_try_too_few_file_descriptors_for_the_process_pool(tmp_path):
     """`ulimit -n 16`: the pool's pipes cannot be made; exit 2 naming the limit (was exit 3, internal error)."""
     r = shell('ulimit -n 16 && "$NX" run parallel-grad --executor process', tmp_path)
     assert_usage_error(r, "parallel-grad: the system refused a resource: Too many open files", "ulimit -n")
+
+
+def test_try_a_path_too_long_for_the_system(tmp_path):
+    """ENAMETOOLONG from pathlib's is_dir(): was exit 3 (internal error); the echoed path is cut too."""
+    r = run("run", "lora", "--json", "a" * 5000, cwd=tmp_path)
+    assert_usage_error(r, "cannot write: File name too long")
+    assert len(r.stderr) < 1100
