@@ -135,3 +135,19 @@ def test_auto_executor_picks_processes_only_where_they_pay():
     assert pg.choose_executor("thread", Dims(784, 256, 10)) == "thread"
     out = pg.run(ctx({**SEED, "executor": "auto"}))
     assert out.metrics["executor"] == "thread" and all(by_name(out).values())
+
+
+#: ``grads_sha256`` as the whole-batch implementation computed it (before streaming): streaming must keep it.
+PINNED_DIGESTS = {
+    (8, 16, 4, 8): "3814f0647e698ab85f962a8cd3131eb7945b24dbeaa63924daabc93b0117ae71",  # seed
+    (256, 128, 10, 64): "13cf99a909d1c771941b32f609089f44bb177738596ed400e0461c5b5955ef35",  # medium
+    (64, 33, 10, 13): "6686f4d9f5a0ed8f11288b595a230e805ea1be8daa1f5df0a34cde5847cca18f",
+}
+
+
+@pytest.mark.parametrize("dims", list(PINNED_DIGESTS))
+def test_digest_is_pinned_at_seed_and_medium_sizes(dims):
+    D, H, O, B = dims
+    out = pg.run(ctx({**SEED, "D": D, "H": H, "O": O, "B": B, "executor": "auto"}))
+    assert all(by_name(out).values())
+    assert out.digest == out.metrics["grads_sha256"] == PINNED_DIGESTS[dims]
