@@ -229,6 +229,21 @@ class ProcessWorkerPool(WorkerPool):
 
         return ProcessPoolExecutor(max_workers=1, mp_context=self._mp)
 
+    def close(self) -> None:
+        """As for threads; and a worker still busy (a stuck task, or a run that timed out at start-up) is
+        terminated: the console script may leave through ``os._exit``, which would orphan it, blocked forever
+        on its queue and holding the caller's stdout open."""
+        with self._cv:
+            busy = self._in_flight > 0
+        processes = [p for ex in self._executors for p in (getattr(ex, "_processes", None) or {}).values()]
+        super().close()
+        if busy:
+            for p in processes:
+                if p.is_alive():
+                    p.terminate()
+            for p in processes:
+                p.join(1.0)
+
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:
             raise RuntimeError("shared arrays must be made before the first task starts the workers")
