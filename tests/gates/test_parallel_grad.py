@@ -151,3 +151,78 @@ def test_digest_is_pinned_at_seed_and_medium_sizes(dims):
     out = pg.run(ctx({**SEED, "D": D, "H": H, "O": O, "B": B, "executor": "auto"}))
     assert all(by_name(out).values())
     assert out.digest == out.metrics["grads_sha256"] == PINNED_DIGESTS[dims]
+
+
+def whole_batch(dims: Dims, B: int) -> np.ndarray:
+    """The reference: every example's gradient row, serially, into one (B, NP) array."""
+    w, x, t = init_data(dims, B)
+    g = np.empty((B, dims.n_params), F32)
+    tape = Tape(dims.arena)
+    for b in range(B):
+        example_grads(tape, dims, w, x[b], t[b], g[b])
+    return g
+
+
+@pytest.mark.parametrize("executor, workers", [("thread", 2), ("process", 3)])
+def test_streaming_in_small_chunks_equals_the_whole_batch(monkeypatch, tmp_path, executor, workers):
+    import hashlib
+
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)  # the smallest chunk: one example per worker
+    D, H, O, B = 64, 33, 10, 13
+    reference = whole_batch(Dims(D, H, O), B)
+    path = tmp_path / "g.npy"
+    params = {**SEED, "D": D, "H": H, "O": O, "B": B, "executor": executor, "workers": workers}
+    out = pg.run(ctx(params, save_grads=str(path)))
+    assert out.metrics["chunk_examples"] == workers  # 13 = 4 whole chunks and a ragged last one
+    assert all(by_name(out).values()), by_name(out)
+    assert out.digest == hashlib.sha256(reference.tobytes()).hexdigest() == PINNED_DIGESTS[(D, H, O, B)]
+    assert path.read_bytes() == _npy_bytes(reference, tmp_path)  # the file np.save writes, byte for byte
+    assert by_name(pg.run(ctx(params, compare_grads=str(path))))[pg.T4] is True
+
+
+def _npy_bytes(arr, tmp_path):
+    ref = tmp_path / "ref.npy"
+    np.save(ref, arr)
+    return ref.read_bytes()
+
+
+def test_a_one_ulp_difference_in_a_later_chunk_fails_t4(monkeypatch, tmp_path):
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    params = {**SEED, "B": 9}
+    path = tmp_path / "g.npy"
+    pg.run(ctx(params, save_grads=str(path)))
+    arr = np.load(path)
+    arr[8, 191] = np.nextafter(arr[8, 191], np.float32(np.inf))  # the last row of the last chunk
+    np.save(path, arr)
+    out = pg.run(ctx(params, compare_grads=str(path)))
+    assert by_name(out)[pg.T4] is False and by_name(out)[pg.T1] is True
+    assert "1 cells differ" in next(c.detail for c in out.checks if c.name == pg.T4)
+
+
+def test_the_tally_names_the_example_of_a_late_chunk():
+    """A fold that forgot the chunk's offset would blame example 1 instead of 7."""
+    g = whole_batch(Dims(8, 16, 4), 8)
+    bad = g.copy()
+    bad[7, 3] = np.nextafter(bad[7, 3], np.float32(np.inf))
+    tally = pg.Tally()
+    for first in range(0, 8, 3):
+        tally.fold(first, g[first : first + 3], bad[first : first + 3], g[first : first + 3], None)
+    assert (tally.mismatches, tally.bad_rows, tally.rerun_mismatches) == (1, [(7, 1)], 1)
+    assert tally.sha.hexdigest() == PINNED_DIGESTS.get((8, 16, 4, 8))
+
+
+def test_save_over_the_compared_file_reads_the_old_one_first(tmp_path):
+    path = tmp_path / "g.npy"
+    pg.run(ctx(SEED, save_grads=str(path)))
+    out = pg.run(ctx(SEED, save_grads=str(path), compare_grads=str(path)))
+    assert by_name(out)[pg.T4] is True
+    assert [p.name for p in tmp_path.iterdir()] == ["g.npy"]  # no temporary file left behind
+
+
+def test_memory_is_planned_per_chunk_not_per_batch():
+    large = {**SEED, "D": 784, "H": 256, "O": 10, "workers": 2}
+    assert pg.footprint_bytes(Dims(784, 256, 10), 2, 1 << 20) == pg.footprint_bytes(Dims(784, 256, 10), 2, 4096)
+    pg.validate({**large, "B": 1 << 20})  # a million examples: streamed, so not refused
+    pg.validate({**SEED, "D": 784, "H": 1024, "O": 10, "B": 1024})  # the xl preset
+    with pytest.raises(Exception, match="memory budget"):
+        pg.validate({**SEED, "D": 1 << 16, "H": 1 << 16, "B": 2})  # one row alone is 16 GiB
