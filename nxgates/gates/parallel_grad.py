@@ -224,9 +224,9 @@ class Tally:
         self.mismatches += t1.mismatches
         self.nonzero += t1.nonzero
         self.bad_rows += [(first + r, n) for r, n in t1.bad_rows]
-        self.rerun_mismatches += compare_bits(parallel, rerun).mismatches
+        self.rerun_mismatches += compare_bits(parallel, rerun, count_nonzero=False).mismatches
         if saved is not None:
-            self.file_mismatches += compare_bits(serial, saved).mismatches
+            self.file_mismatches += compare_bits(serial, saved, count_nonzero=False).mismatches
         self.sha.update(memoryview(serial).cast("B"))  # hashes in place, no copy
 
 
@@ -397,17 +397,22 @@ def judge_t1(cmp: BitComparison, B: int, n_params: int) -> tuple[bool, str]:
     return True, f"{B} examples x {n_params} cells, {cmp.nonzero} non-zero"
 
 
-def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16) -> BitComparison:
+def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16, count_nonzero: bool = True
+                 ) -> BitComparison:
     """Raw float32 bit equality per cell: -0.0 differs from 0.0 and NaN never hides a difference.
 
-    Works ``rows`` examples at a time so the temporaries stay small at any B.
+    Works ``rows`` examples at a time so the temporaries stay small at any B; a block whose bits are all
+    equal (the usual case) is settled by one comparison, without the per-row counts.
     """
     a, b = reference.view(np.uint32), other.view(np.uint32)
     per_row = np.zeros(a.shape[0], dtype=np.int64)
     nonzero = 0
     for r0 in range(0, a.shape[0], rows):
-        per_row[r0 : r0 + rows] = np.count_nonzero(a[r0 : r0 + rows] != b[r0 : r0 + rows], axis=1)
-        nonzero += int(np.count_nonzero(a[r0 : r0 + rows]))
+        block_a, block_b = a[r0 : r0 + rows], b[r0 : r0 + rows]
+        if not np.array_equal(block_a, block_b):
+            per_row[r0 : r0 + rows] = np.count_nonzero(block_a != block_b, axis=1)
+        if count_nonzero:
+            nonzero += int(np.count_nonzero(block_a))
     return BitComparison(int(per_row.sum()), nonzero, [(int(r), int(per_row[r])) for r in np.flatnonzero(per_row)])
 
 
