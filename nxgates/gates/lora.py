@@ -233,9 +233,7 @@ def cells_a(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray, tick
         dhs = [tdiv(q20.add(f.acc_h.T[None, :, :], sign * shift, "x@A +- x*delta"), S) - f.h.T[None, :, :]
                for sign in (1, -1)]
         if _proven_a(m, f, dhs, sum_abs_y):
-            yp, ym = (f.xw[None, None] + tdiv(f.acc_y[None, None] + dh[..., None] * m.B[None, :, None, :], S)
-                      for dh in dhs)
-            out[i0:i1] = np.sum((yp - ym) * (yp + ym), axis=(2, 3))
+            _moved_a_unchecked(f, m.B, dhs[0], dhs[1], out[i0:i1])
         else:
             ys = []
             for dh in dhs:
@@ -244,6 +242,40 @@ def cells_a(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray, tick
                 ys.append(q20.add(f.xw[None, None], tdiv(acc_y, S), "y moved"))
             out[i0:i1] = _loss_delta(f.loss, f.y[None, None], ys[0], ys[1], (2, 3))
         tick((i1 - i0) * R)
+
+
+#: int64 elements per temporary of the proven path: a few such blocks stay in the L2 cache
+BLOCK_ELEMENTS = 1 << 16
+
+
+def _moved_a_unchecked(f: Forward, B: np.ndarray, dh_plus: np.ndarray, dh_minus: np.ndarray, out: np.ndarray) -> None:
+    """``sum (yp - ym)(yp + ym)`` per cell (i, k), in place on cache-sized blocks of k (the same integers as
+    the whole-array expression; :func:`_proven_a` has shown that nothing here leaves int64)."""
+    ci, R, T = dh_plus.shape
+    DM = B.shape[1]
+    ck = max(1, min(R, BLOCK_ELEMENTS // (T * DM)))
+    buffers = [np.empty((ck, T, DM), np.int64) for _ in range(3)]
+    for i in range(ci):
+        for k0 in range(0, R, ck):
+            k1 = min(R, k0 + ck)
+            yp, ym, tmp = (b[: k1 - k0] for b in buffers)
+            for y, dh in ((yp, dh_plus), (ym, dh_minus)):
+                np.multiply(dh[i, k0:k1, :, None], B[k0:k1, None, :], out=y)  # how far h@B moves
+                y += f.acc_y
+                _tdiv_s_inplace(y, tmp)
+                y += f.xw  # y moved
+            np.subtract(yp, ym, out=tmp)
+            yp += ym
+            tmp *= yp
+            out[i, k0:k1] = tmp.sum(axis=(1, 2))
+
+
+def _tdiv_s_inplace(a: np.ndarray, tmp: np.ndarray) -> None:
+    """``a = tdiv(a, S)`` in place, as :func:`q20.tdiv` does it for a power of two (negatives rounded up)."""
+    np.right_shift(a, 63, out=tmp)
+    tmp &= S - 1
+    a += tmp
+    a >>= S.bit_length() - 1
 
 
 def diffs_fast_b(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
