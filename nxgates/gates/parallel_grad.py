@@ -24,6 +24,7 @@ import os
 import tempfile
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -314,46 +315,78 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
     return out
 
 
+#: fold a chunk on a helper thread while the next chunk's serial rows are computed (tests switch it off to
+#: show both orders give the same tally)
+OVERLAP_FOLD = True
+
+
 def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, chunk: int,
             compare: GradReader | None, save: GradWriter | None) -> Tally:
     """The batch, chunk by chunk: serial rows, the parallel pass, its re-run, then fold into the tally.
 
     Every buffer is allocated once (the process pool's shared ones before its workers started) and reused.
+    The serial pass keeps one core busy and leaves the workers idle, so a chunk's fold (compare, hash, save:
+    numpy and hashlib release the GIL) runs on a helper thread during the next chunk's serial pass. The
+    serial rows are double-buffered for that; the fold is joined before the parallel rows are overwritten.
     """
     dims = job.dims
     tally = Tally()
-    serial = np.empty((chunk, dims.n_params), F32)
-    saved = np.empty_like(serial) if compare is not None else None
+    serial = np.empty((2, chunk, dims.n_params), F32)
+    saved = np.empty((chunk, dims.n_params), F32) if compare is not None else None
     serial_tape = Tape(dims.arena)
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
-    for first in range(0, B, chunk):
-        examples = range(first, min(B, first + chunk))
-        n = len(examples)
-        job.x[:n], job.t[:n] = init_examples(dims, examples.start, examples.stop)
-        t0 = time.perf_counter()
-        for slot, b in enumerate(examples):
-            example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], serial[slot], drift=job.drift(b),
-                          w1_t=job.w1_t)
-            ctx.progress.advance()
-            ctx.check_time()
-        tally.serial_seconds += time.perf_counter() - t0
-        for g in job.outputs:
-            g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row behind from an earlier chunk
-        first_pass = parallel_pass(ctx, pool, handle, 0, examples)
-        rerun = parallel_pass(ctx, pool, handle, 1, examples)
-        tally.records += first_pass.records
-        tally.records2 += rerun.records
-        tally.waited, tally.waited2 = first_pass.waited, rerun.waited
-        tally.parallel_seconds += first_pass.seconds
-        if compare is not None:
-            compare.read(first, saved[:n])
-        tally.fold(first, serial[:n], job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n])
-        if save is not None:
-            save.write(serial[:n])
-        if first_pass.waited.timed_out or rerun.waited.timed_out:
-            break  # tasks may still be writing the chunk's rows: stop here, T2/T3 report what was lost
+    folding: Future | None = None
+    with ThreadPoolExecutor(1, thread_name_prefix="nxgates-fold") as folder:
+        try:
+            for k, first in enumerate(range(0, B, chunk)):
+                examples = range(first, min(B, first + chunk))
+                n = len(examples)
+                rows = serial[k % 2, :n]
+                job.x[:n], job.t[:n] = init_examples(dims, examples.start, examples.stop)
+                t0 = time.perf_counter()
+                for slot, b in enumerate(examples):
+                    example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], rows[slot],
+                                  drift=job.drift(b), w1_t=job.w1_t)
+                    ctx.progress.advance()
+                    ctx.check_time()
+                tally.serial_seconds += time.perf_counter() - t0
+                if folding is not None:
+                    folding.result()  # the previous chunk's fold, before its parallel rows are overwritten
+                    folding = None
+                for g in job.outputs:
+                    g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row from an earlier chunk
+                first_pass = parallel_pass(ctx, pool, handle, 0, examples)
+                rerun = parallel_pass(ctx, pool, handle, 1, examples)
+                tally.records += first_pass.records
+                tally.records2 += rerun.records
+                tally.waited, tally.waited2 = first_pass.waited, rerun.waited
+                tally.parallel_seconds += first_pass.seconds
+                if first_pass.waited.timed_out or rerun.waited.timed_out:
+                    # tasks may still be writing this chunk's rows: fold it now and stop; T2/T3 report the loss
+                    _fold(tally, first, rows, job, compare, saved, save)
+                    break
+                if OVERLAP_FOLD:
+                    folding = folder.submit(_fold, tally, first, rows, job, compare, saved, save)
+                else:
+                    _fold(tally, first, rows, job, compare, saved, save)
+            if folding is not None:
+                folding.result()
+        finally:
+            if folding is not None:
+                folding.cancel()
     ctx.progress.stop()
     return tally
+
+
+def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradReader | None,
+          saved: np.ndarray | None, save: GradWriter | None) -> None:
+    """One chunk into the tally (and the saved file), in example order."""
+    n = rows.shape[0]
+    if compare is not None:
+        compare.read(first, saved[:n])
+    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n])
+    if save is not None:
+        save.write(rows)
 
 
 def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: int, which: int, examples: range) -> PassResult:
