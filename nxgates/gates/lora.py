@@ -307,9 +307,11 @@ def gradcheck_workers(requested: int, T: int, DM: int, R: int) -> int:
     """How many processes the fast gradcheck uses: ``requested``, or for 0 the usable CPUs where it pays."""
     if requested:
         return requested
+    if 2 * DM * R * T * DM < AUTO_POOL_WORK:
+        return 1
     from nxgates.core.pool import auto_workers  # the pool's imports are paid only where a pool is used
 
-    return auto_workers() if 2 * DM * R * T * DM >= AUTO_POOL_WORK else 1
+    return auto_workers()
 
 
 @dataclass

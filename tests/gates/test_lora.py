@@ -173,3 +173,15 @@ def test_a_gates_toml_written_before_workers_existed_still_loads():
                          "params = { T = 3, DM = 6, R = 2, delta = 2097, tol_permil = 70, algorithm = 'fast' }\n",
                          "old.toml")
     assert reg.resolve("lora").defaults["workers"] == 0
+
+
+def test_the_seed_run_does_not_import_the_pool():
+    """Start-up: a seed-size lora run pays for no pool machinery (concurrent.futures, multiprocessing)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from nxgates import registry; reg = registry.load(None); e, = reg.select(['lora']); "
+            "from nxgates.runner import run_gate; assert run_gate(e, e.defaults).passed; "
+            "print('nxgates.core.pool' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
