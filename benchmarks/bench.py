@@ -119,6 +119,12 @@ def scale_rows(targets: list[tuple[str, bool, str]], results: dict) -> None:
           f"same integers={same}")
     targets.append(("lora large: fast gradcheck on 2 workers vs 1 >= 1.7x", same and s1 / s2 >= 1.7, f"{s1 / s2:.2f}x"))
 
+    # where the pool pays (the auto rule forks from T*DM^2*R = 2^25 up): xl, no target, for the record
+    xl1 = child({"gate": "lora", "preset": "xl", "sets": ["workers=1"], "repeat": 1})["runs"][0]["seconds"]
+    xl2 = child({"gate": "lora", "preset": "xl", "sets": ["workers=2"], "repeat": 1})["runs"][0]["seconds"]
+    res["lora_xl_workers"] = {"one_seconds": xl1, "two_seconds": xl2, "speedup": xl1 / xl2}
+    print(f"  lora xl: 1 worker {xl1:.2f} s, 2 workers {xl2:.2f} s = {xl1 / xl2:.2f}x (one run each; no target)")
+
     seconds, ok = wall_ok([nxgates, "run", "lora", "--preset", "xl", "-q"], 1)
     res["lora_xl_whole_process_seconds"] = seconds
     print(f"  lora xl, whole process: {seconds:.1f} s, green={ok}")

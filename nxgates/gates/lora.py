@@ -36,7 +36,7 @@ PARAMS = {
     "algorithm": ChoiceParam("gradcheck path: fast (exact, O(T*DM) per cell) or naive (the seed's)",
                              ("fast", "naive")),
     "workers": IntParam("processes for the fast gradcheck's cells; 0 = auto (one process at small sizes, "
-                        "the usable CPUs from T*DM^2*R = 2^21 up), 1 = in-process", min=0, max=1024,
+                        "the usable CPUs from T*DM^2*R = 2^25 up), 1 = in-process", min=0, max=1024,
                         default=0),
 }
 
@@ -298,9 +298,11 @@ def cells_b(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray) -> N
 
 # ---- the fast gradcheck's cells split over a worker pool -------------------------------------------------
 
-#: ``workers=0`` (auto) forks a pool only from this much gradcheck work (cells x T x DM) up: below it the
-#: fork costs more than the second core gains (the seed and medium presets stay in one process)
-AUTO_POOL_WORK = 1 << 22
+#: ``workers=0`` (auto) forks a pool only from this much gradcheck work (2 x cells x T x DM) up. Measured on
+#: 2 cores: the fast gradcheck costs about 6 ns per unit of T*DM^2*R (0.05 s at large, 3.8 s at xl) and a
+#: pool's start and close about 0.04 s, so below ~0.2 s of work the fork costs more than the second core gains
+#: (seed, medium and large stay in one process; xl uses the CPUs)
+AUTO_POOL_WORK = 1 << 26
 
 
 def gradcheck_workers(requested: int, T: int, DM: int, R: int) -> int:
