@@ -248,3 +248,29 @@ def test_a_fault_in_a_late_chunk_is_caught_with_the_overlapped_fold(monkeypatch)
     for fault, check in (("nondeterministic", pg.T3), ("drop-task", pg.T2), ("shared-arena", pg.T1)):
         out = pg.run(ctx({**SEED, "B": 9, "executor": "process"}, fault=fault))
         assert by_name(out)[check] is False, fault
+
+
+def test_a_fortran_order_file_is_compared_by_value(monkeypatch, tmp_path):
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    path = tmp_path / "g.npy"
+    pg.run(ctx(SEED, save_grads=str(path)))
+    arr = np.load(path)
+    np.save(path, np.asfortranarray(arr))  # same values, column-major bytes
+    assert by_name(pg.run(ctx(SEED, compare_grads=str(path))))[pg.T4] is True
+    arr[6, 5] = np.nextafter(arr[6, 5], np.float32(np.inf))
+    np.save(path, np.asfortranarray(arr))
+    assert by_name(pg.run(ctx(SEED, compare_grads=str(path))))[pg.T4] is False
+
+
+def test_compare_file_is_read_chunk_by_chunk_not_loaded(monkeypatch, tmp_path):
+    """--compare-grads must not load the whole file: np.load without mmap_mode would."""
+    path = tmp_path / "g.npy"
+    pg.run(ctx(SEED, save_grads=str(path)))
+    real_load = np.load
+
+    def load(*args, **kwargs):
+        assert kwargs.get("mmap_mode") == "r"
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(pg.np, "load", load)
+    assert by_name(pg.run(ctx(SEED, compare_grads=str(path))))[pg.T4] is True
