@@ -23,7 +23,8 @@ S = 1 << 20  #: one in Q20
 LIMIT = 1 << 62  #: every |intermediate| stays strictly below this
 #: A sum of squares (the seed's loss) may go further: its terms are >= 0, so every partial sum is at most the
 #: total, and the total fits int64 when it is below 2**63. A float64 tight bound over n terms of magnitude sum
-#: at most 2**64 errs by at most n * 2**11; the 2**53 margin kept below 2**63 covers any n up to 2**42.
+#: at most 2**64 errs by at most n * 2**11 (twice that for a difference of two such sums, as lora's L(+-delta)
+#: bound); the 2**53 margin kept below 2**63 covers any n up to 2**41.
 SQUARES_LIMIT = (1 << 63) - (1 << 53)
 _CHUNK_ELEMENTS = 1 << 22  #: cap on temporary int64 elements in per-term kernels (32 MiB)
 
