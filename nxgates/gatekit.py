@@ -25,6 +25,7 @@ class IntParam:
     doc: str
     min: int = 1
     max: int = 1 << 31
+    default: int | None = None  #: a parameter added later has one, so a gates.toml written before it still loads
 
     kind = "int"
 

@@ -213,6 +213,9 @@ def _checked_params(where: str, gate: GateDef, values: dict, complete: bool) -> 
         if key not in gate.params:
             raise ConfigError(f"{where}: unknown parameter {key!r} (known: {', '.join(gate.params)})")
     if complete:
+        # a parameter added after a gates.toml was written takes its own default
+        later = {k: p.default for k, p in gate.params.items() if getattr(p, "default", None) is not None}
+        values = {**later, **values}
         missing = [k for k in gate.params if k not in values]
         if missing:
             raise ConfigError(f"{where}: missing parameter {missing[0]!r}")

@@ -35,13 +35,22 @@ class Dims:
 
 def init_data(dims: Dims, B: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The seed's deterministic weights, inputs and targets (``ta_constf`` formulas)."""
+    return (init_weights(dims), *init_examples(dims, 0, B))
+
+
+def init_weights(dims: Dims) -> np.ndarray:
+    """The seed's weights, ``[W1 row-major, W2 row-major]``."""
     i = np.arange(dims.n_params, dtype=np.int64)
-    w = constf_array(((i * 7 + 1) % 13) - 6, 8)
-    i = np.arange(B * dims.D, dtype=np.int64)
-    x = constf_array(((i * 5 + 2) % 11) - 5, 7).reshape(B, dims.D)
-    i = np.arange(B * dims.O, dtype=np.int64)
-    t = constf_array(((i * 3 + 1) % 9) - 4, 6).reshape(B, dims.O)
-    return w, x, t
+    return constf_array(((i * 7 + 1) % 13) - 6, 8)
+
+
+def init_examples(dims: Dims, first: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets of examples ``first .. stop-1`` only, so a batch can be streamed in chunks."""
+    i = np.arange(first * dims.D, stop * dims.D, dtype=np.int64)
+    x = constf_array(((i * 5 + 2) % 11) - 5, 7).reshape(stop - first, dims.D)
+    i = np.arange(first * dims.O, stop * dims.O, dtype=np.int64)
+    t = constf_array(((i * 3 + 1) % 9) - 4, 6).reshape(stop - first, dims.O)
+    return x, t
 
 
 def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.ndarray, out: np.ndarray,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import signal
 import threading
 import time
@@ -32,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from nxgates.core.cpus import auto_workers  # noqa: F401 - re-exported: the pool's "auto"
 from nxgates.errors import ConfigError
 
 EXECUTORS = ("thread", "process")
@@ -65,15 +65,6 @@ def check_workers(kind: str, n_workers: int) -> None:
         raise ConfigError(f"workers={n_workers} is more than the process executor runs on this machine "
                           f"(at most {cap}: {PROCESS_WORKERS_PER_CPU} per usable CPU, within the memory "
                           "budget); use fewer workers or executor=thread")
-
-
-def auto_workers() -> int:
-    """Usable CPUs (affinity-aware), at least 2 so the parallel path is always exercised."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(2, n)
 
 
 @dataclass
@@ -250,23 +241,25 @@ class ProcessWorkerPool(WorkerPool):
         for record, err in zip(records, errors, strict=True):
             self._finish(record, err)
 
-    def close(self) -> None:
-        """As for threads; and a worker still busy (Ctrl-C, SIGTERM, a stuck task) is terminated, not orphaned.
-
-        Workers hold their own copy of the task pipe, so a parent that exits does not end them by itself.
-        """
-        with self._cv:
-            busy = self._in_flight > 0
-        if busy:
-            for ex in self._executors:
-                for proc in list((getattr(ex, "_processes", None) or {}).values()):
-                    proc.terminate()  # SIGTERM: the default action in a worker (see _quiet_worker)
-        super().close()
-
     def _make_executor(self, worker: int) -> Executor:
         from concurrent.futures import ProcessPoolExecutor
 
         return ProcessPoolExecutor(max_workers=1, mp_context=self._mp, initializer=_quiet_worker)
+
+    def close(self) -> None:
+        """As for threads; and a worker still busy (a stuck task, or a run that timed out at start-up) is
+        terminated: the console script may leave through ``os._exit``, which would orphan it, blocked forever
+        on its queue and holding the caller's stdout open."""
+        with self._cv:
+            busy = self._in_flight > 0
+        processes = [p for ex in self._executors for p in (getattr(ex, "_processes", None) or {}).values()]
+        super().close()
+        if busy:
+            for p in processes:
+                if p.is_alive():
+                    p.terminate()
+            for p in processes:
+                p.join(1.0)
 
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:

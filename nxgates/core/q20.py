@@ -21,14 +21,19 @@ import numpy as np
 
 S = 1 << 20  #: one in Q20
 LIMIT = 1 << 62  #: every |intermediate| stays strictly below this
+#: A sum of squares (the seed's loss) may go further: its terms are >= 0, so every partial sum is at most the
+#: total, and the total fits int64 when it is below 2**63. A float64 tight bound over n terms of magnitude sum
+#: at most 2**64 errs by at most n * 2**11 (twice that for a difference of two such sums, as lora's L(+-delta)
+#: bound); the 2**53 margin kept below 2**63 covers any n up to 2**41.
+SQUARES_LIMIT = (1 << 63) - (1 << 53)
 _CHUNK_ELEMENTS = 1 << 22  #: cap on temporary int64 elements in per-term kernels (32 MiB)
 
 
 class Q20Overflow(ArithmeticError):
     """An int64 intermediate would leave the checked range; ``what`` names the computation."""
 
-    def __init__(self, what: str, bound: float):
-        super().__init__(f"int64 overflow guard tripped in {what} (|value| could reach {bound:.3g} >= 2^62)")
+    def __init__(self, what: str, bound: float, limit: str = "2^62"):
+        super().__init__(f"int64 overflow guard tripped in {what} (|value| could reach {bound:.3g} >= {limit})")
         self.what = what
         self.bound = bound
 
@@ -41,10 +46,10 @@ def as_q(a: np.ndarray | list | int) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def check_bound(bound: int | float | np.floating, what: str) -> None:
-    """Raise :class:`Q20Overflow` unless ``bound`` (an upper bound of |value|) is below ``LIMIT``."""
-    if not bound < LIMIT:  # also catches NaN / inf
-        raise Q20Overflow(what, float(bound))
+def check_bound(bound: int | float | np.floating, what: str, limit: int = LIMIT) -> None:
+    """Raise :class:`Q20Overflow` unless ``bound`` (an upper bound of |value|) is below ``limit``."""
+    if not bound < limit:  # also catches NaN / inf
+        raise Q20Overflow(what, float(bound), "2^62" if limit == LIMIT else "2^63 (less a margin)")
 
 
 def abs_f64(a: np.ndarray) -> np.ndarray:
@@ -104,7 +109,7 @@ def sum_squares(y: np.ndarray, axis: int | tuple[int, ...] | None = None, what: 
     """``sum y*y`` (the seed's loss, left in Q40), checked."""
     y = as_q(y)
     if y.size and max_abs(y) ** 2 * _terms(y, axis) >= LIMIT:
-        check_bound(np.max(np.sum(np.square(abs_f64(y)), axis=axis)), what)
+        check_bound(np.max(np.sum(np.square(abs_f64(y)), axis=axis)), what, SQUARES_LIMIT)
     return np.sum(y * y, axis=axis, dtype=np.int64)
 
 

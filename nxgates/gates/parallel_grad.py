@@ -11,25 +11,33 @@ flipped bit.
 * T3 a parallel re-run on the same arenas is bit-identical.
 * T4 (with ``--compare-grads``) bit-identical to a saved ``.npy``: reproducibility across machines.
 
-Arenas are per worker (reset per example), so memory grows with the worker count, not with B.
+Arenas are per worker (reset per example), and the batch streams through in chunks of a few examples per
+worker (serial rows, parallel pass, re-run, compare, fold into the counts and one sha256 in example order),
+so memory grows with the worker count and NP, not with B.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import tempfile
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from nxgates.core.memory import fmt_bytes, require
-from nxgates.core.mlp import Dims, example_grads, init_data
+from nxgates.core.mlp import Dims, example_grads, init_examples, init_weights
 from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, check_workers, make_pool, resolve
 from nxgates.core.tape import F32, Tape
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.safeio import regular_file
 
 #: Measured on 2 cores (make bench): threads hold the GIL between numpy calls and gain nothing at any size
 #: here; forked processes reach 1.6x at NP = 34k and 1.8x at NP = 203k, but cost a fork at start.
@@ -62,16 +70,32 @@ BARRIER_SECONDS = 10.0
 
 # ---- the job: everything a task needs, shared with the workers through the pool ------------------------
 
+#: the gradient rows of one chunk are sized to about this many bytes: memory is flat in B, and a chunk still
+#: holds a few examples per worker (tests make it tiny to force many chunks)
+CHUNK_BYTES = 32 << 20
+
+
+def chunk_examples(n_params: int, n_workers: int, B: int) -> int:
+    """Examples per chunk: about :data:`CHUNK_BYTES` of gradient rows, in whole rounds of the workers.
+
+    Whole rounds keep an example's parallel run and its re-run on the same worker (tasks are dealt
+    round-robin), as when the batch was one chunk.
+    """
+    rows = CHUNK_BYTES // (4 * n_params)
+    return min(B, max(n_workers, rows - rows % n_workers))
+
 
 @dataclass
 class Job:
+    """What the tasks share: the weights, and one chunk's inputs and output rows (reused chunk after chunk)."""
+
     dims: Dims
     w: np.ndarray
-    x: np.ndarray
-    t: np.ndarray
-    outputs: list[np.ndarray]
+    w1_t: np.ndarray
+    x: np.ndarray  #: (chunk, D): the inputs of the examples in the current chunk
+    t: np.ndarray  #: (chunk, O)
+    outputs: list[np.ndarray]  #: two (chunk, NP): the parallel pass and its re-run
     fault: str | None
-    w1_t: np.ndarray | None = None
     shared_arena: Tape | None = None
     barrier: Any = None
     arenas: dict[int, Tape] = field(default_factory=dict)
@@ -97,29 +121,29 @@ class Job:
         return n
 
 
-def prepare_task(ctx: tuple[int, list[int]], worker: int) -> None:
-    """Pool start-up on one worker: make its arena and map the output rows it will write.
+def prepare_task(handle: int, worker: int) -> None:
+    """Pool start-up on one worker: make its arena and map the chunk's output rows.
 
     In a forked worker, shared pages are mapped on first touch, at a cost the serial pass (writing into
     memory the parent already touched) never pays; doing it here keeps the timed passes comparable.
     """
-    handle, rows = ctx
     job = resolve(handle)
     job.arena(worker)
     for g in job.outputs:
-        g[rows, ::1024] = np.nan
+        g[:, ::1024] = np.nan
 
 
-def run_task(ctx: tuple[int, int, int], worker: int) -> None:
-    """Pool task: example ``b`` of the shared job into output ``which`` (module level so it pickles)."""
-    handle, which, b = ctx
+def run_task(ctx: tuple[int, int, int, int], worker: int) -> None:
+    """Pool task: example ``b``, at ``slot`` of the current chunk, into output ``which`` (module level so it
+    pickles)."""
+    handle, which, slot, b = ctx
     job = resolve(handle)
     between = None
     if job.barrier is not None and worker not in job.first_done:
         job.first_done.add(worker)
         between = job.barrier.wait  # make every worker's first example overlap on the shared arena
     try:
-        example_grads(job.arena(worker), job.dims, job.w, job.x[b], job.t[b], job.outputs[which][b],
+        example_grads(job.arena(worker), job.dims, job.w, job.x[slot], job.t[slot], job.outputs[which][slot],
                       between=between, drift=job.drift(b), w1_t=job.w1_t)
     except Exception:
         if between is not None:
@@ -136,25 +160,34 @@ def validate(p: dict) -> None:
     dims = Dims(p["D"], p["H"], p["O"])
     workers = p["workers"] or auto_workers()
     check_workers(choose_executor(p["executor"], dims), workers)  # forks are capped: exit 2, not a hang
-    # grads: serial, parallel, re-run (+ a loaded file); arenas: one per worker plus the serial one
-    grads = 4 * p["B"] * dims.n_params
-    arenas = (workers + 1) * 2 * dims.arena + (workers + 1) * dims.n_w1
-    nbytes = 4 * (grads + arenas + p["B"] * (dims.D + dims.O) + dims.n_params)
-    require(nbytes, f"parallel-grad at D={p['D']} H={p['H']} O={p['O']} B={p['B']}")
+    require(footprint_bytes(dims, workers, p["B"]), f"parallel-grad at D={p['D']} H={p['H']} O={p['O']} B={p['B']}")
+
+
+def footprint_bytes(dims: Dims, workers: int, B: int) -> int:
+    """Planned memory: one chunk's gradient rows (parallel, re-run, serial, a saved file's) and inputs, the
+    weights, and an arena per worker plus the serial one. B enters only through the chunk size's cap."""
+    chunk = chunk_examples(dims.n_params, workers, B)
+    rows = 4 * chunk * dims.n_params + chunk * (dims.D + dims.O)
+    arenas = (workers + 1) * (2 * dims.arena + dims.n_w1)
+    return 4 * (rows + arenas + dims.n_params + dims.n_w1)
 
 
 def run(ctx: RunContext) -> GateOutput:
     p = ctx.params
     dims = Dims(p["D"], p["H"], p["O"])
     B = p["B"]
-    compare = load_compare(ctx.options.get("compare_grads"), B, dims.n_params)
+    compare = GradReader.open(ctx.options.get("compare_grads"), B, dims.n_params)
     fault = ctx.fault
-    pool = make_pool(choose_executor(p["executor"], dims), p["workers"],
-                     fault if fault in ("single-worker", "drop-task") else None)
+    pool = None
     try:
+        pool = make_pool(choose_executor(p["executor"], dims), p["workers"],
+                         fault if fault in ("single-worker", "drop-task") else None)
         return _run(ctx, pool, dims, B, compare)
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
+        if compare is not None:
+            compare.close()
 
 
 def choose_executor(executor: str, dims: Dims) -> str:
@@ -164,82 +197,100 @@ def choose_executor(executor: str, dims: Dims) -> str:
     return "process" if dims.n_params >= AUTO_PROCESS_PARAMS else "thread"
 
 
-def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndarray | None) -> GateOutput:
+@dataclass
+class PassResult:
+    records: list  #: the pool's task records of this pass, in example order
+    waited: Any  #: the pool's WaitResult
+    seconds: float
+
+
+@dataclass
+class Tally:
+    """The checks' running counts, folded chunk by chunk in example order."""
+
+    mismatches: int = 0  #: T1: cells where parallel differs from serial
+    nonzero: int = 0
+    bad_rows: list[tuple[int, int]] = field(default_factory=list)
+    rerun_mismatches: int = 0  #: T3
+    file_mismatches: int = 0  #: T4
+    sha: Any = field(default_factory=hashlib.sha256)  #: over the serial rows, as one (B, NP) float32 array
+    records: list = field(default_factory=list)
+    records2: list = field(default_factory=list)
+    waited: Any = None
+    waited2: Any = None
+    serial_seconds: float = 0.0
+    parallel_seconds: float = 0.0
+
+    def fold(self, first: int, serial: np.ndarray, parallel: np.ndarray, rerun: np.ndarray,
+             saved: np.ndarray | None) -> None:
+        t1 = compare_bits(serial, parallel)
+        self.mismatches += t1.mismatches
+        self.nonzero += t1.nonzero
+        self.bad_rows += [(first + r, n) for r, n in t1.bad_rows]
+        self.rerun_mismatches += compare_bits(parallel, rerun, count_nonzero=False).mismatches
+        if saved is not None:
+            self.file_mismatches += compare_bits(serial, saved, count_nonzero=False).mismatches
+        self.sha.update(memoryview(serial).cast("B"))  # hashes in place, no copy
+
+
+def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradReader | None) -> GateOutput:
     out = GateOutput()
-    w, x, t = init_data(dims, B)
-    job = Job(dims, pool.array(w.shape), pool.array(x.shape), pool.array(t.shape),
-              [pool.array((B, dims.n_params)) for _ in range(2)], ctx.fault)
-    job.w[...], job.x[...], job.t[...] = w, x, t
-    job.w1_t = pool.array((dims.D, dims.H))
-    job.w1_t[...] = w[: dims.n_w1].reshape(dims.H, dims.D).T
-    for g in job.outputs:
-        g.fill(np.nan)  # an example that never ran cannot match by accident (and the pages are touched)
+    NP = dims.n_params
+    chunk = chunk_examples(NP, pool.n_workers, B)
+    job = Job(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
+              pool.array((chunk, dims.O)), [pool.array((chunk, NP)) for _ in range(2)], ctx.fault)
+    job.w[...] = init_weights(dims)
+    job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
     if ctx.fault == "shared-arena":
         shared = [pool.array((dims.arena,)) for _ in range(2)]
         job.shared_arena = Tape(dims.arena, shared[0], shared[1])
-        job.barrier = pool.barrier(min(pool.n_workers, B), BARRIER_SECONDS)
+        job.barrier = pool.barrier(min(pool.n_workers, chunk), BARRIER_SECONDS)
     handle = pool.share(job)
     out.info(f"nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the {pool.kind} pool;"
              " per-example grads bit-identical to serial)")
-    # ---- pool start-up first: forked workers then do not inherit the serial pass's private arrays
-    t0 = time.perf_counter()
-    first = pool.n_submitted + pool.n_workers
-    for w in range(pool.n_workers):
-        rows = [b for b in range(B) for k in (first + b, first + B + b) if pool.worker_for(k) == w]
-        pool.submit(prepare_task, (handle, sorted(set(rows))), label=f"start worker {w}", worker=w)
-    pool.wait(pool.n_completed() + pool.n_workers, ctx.remaining())
-    pool_start_seconds = time.perf_counter() - t0
+    # ---- pool start-up first: forked workers then do not inherit the serial pass's private arrays. The
+    # workers fork here and prepare while the parent computes the first chunk's serial rows.
+    start = PoolStart(pool, ctx, handle)
 
-    # ---- serial: every example on one private arena, in order
-    g_ser = np.full((B, dims.n_params), np.nan, F32)
-    serial_tape = Tape(dims.arena)
-    ctx.progress.start("serial examples", B)
-    t0 = time.perf_counter()
-    for b in range(B):
-        example_grads(serial_tape, dims, job.w, job.x[b], job.t[b], g_ser[b], drift=job.drift(b),
-                      w1_t=job.w1_t)
-        ctx.progress.advance()
-        ctx.check_time()
-    serial_seconds = time.perf_counter() - t0
-
-    # ---- the parallel pass, then the re-run on the same arenas
-    passes = []
-    for which, label in ((0, "parallel examples"), (1, "re-run examples")):
-        ctx.progress.start(label, B)
-        passes.append(_parallel_pass(ctx, pool, handle, which, B))
-    (records, waited, parallel_seconds), (records2, waited2, _) = passes
-    g_par, g_par2 = job.outputs
+    save = GradWriter.create(ctx.options.get("save_grads"), B, NP)
+    try:
+        tally = _stream(ctx, pool, handle, job, B, chunk, compare, save, start.ready)
+        if save is not None:
+            save.finish()
+    finally:
+        if save is not None:
+            save.discard()
+    records, records2 = tally.records, tally.records2
     ran = sum(r.done and r.error is None for r in records)
     out.info(f" workers={pool.n_workers} pool tasks completed={ran}/{B}")
     for r in records:
         out.verbose(f"   {r.label}: worker {r.worker}, " + ("done" if r.done and not r.error else r.error or "lost"))
 
-    t1 = compare_bits(g_ser, g_par)
+    t1 = BitComparison(tally.mismatches, tally.nonzero, tally.bad_rows)
     mism, nonzero = t1.mismatches, t1.nonzero
-    out.info(f" bit-mismatches={mism} non-zero grad cells checked={nonzero}/{B * dims.n_params}")
+    out.info(f" bit-mismatches={mism} non-zero grad cells checked={nonzero}/{B * NP}")
     for b, n in t1.bad_rows[:8]:
         out.detail(f"   example {b}: {n} cells differ")
-    out.check(T1, *judge_t1(t1, B, dims.n_params))
+    out.check(T1, *judge_t1(t1, B, NP))
 
     distinct = pool.workers_used(records)
-    problems = _pool_problems(records, waited, B, len(distinct), pool.n_workers)
+    problems = _pool_problems(records, tally.waited, B, len(distinct), pool.n_workers)
     out.check(T2, not problems, "; ".join(problems) or
               f"{ran}/{B} tasks on {len(distinct)} distinct workers of {pool.n_workers}")
 
-    mism2 = compare_bits(g_par, g_par2).mismatches
-    problems2 = _pool_problems(records2, waited2, B, None, pool.n_workers)
+    mism2 = tally.rerun_mismatches
+    problems2 = _pool_problems(records2, tally.waited2, B, None, pool.n_workers)
     out.check(T3, mism2 == 0 and not problems2,
               "; ".join(problems2) or (f"{mism2} cells differ between the two parallel runs" if mism2
                                        else "second parallel run bit-identical"))
 
-    digest = hashlib.sha256(memoryview(g_ser).cast("B")).hexdigest()  # hashes in place, no copy
+    digest = tally.sha.hexdigest()
     if compare is not None:
-        mism4 = compare_bits(g_ser, compare).mismatches
+        mism4 = tally.file_mismatches
         out.check(T4, mism4 == 0, f"{mism4} cells differ from {ctx.options['compare_grads']}" if mism4
                   else f"matches {ctx.options['compare_grads']} (sha256 {digest[:16]})")
-    if ctx.options.get("save_grads"):
-        save_grads(ctx.options["save_grads"], g_ser)
-        out.info(f" saved per-example gradients to {ctx.options['save_grads']} ({fmt_bytes(g_ser.nbytes)})")
+    if save is not None:
+        out.info(f" saved per-example gradients to {ctx.options['save_grads']} ({fmt_bytes(4 * B * NP)})")
 
     out.metrics = {
         "workers": pool.n_workers,
@@ -249,11 +300,12 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
         "bit_mismatches": mism,
         "rerun_bit_mismatches": mism2,
         "nonzero_cells": nonzero,
-        "total_cells": B * dims.n_params,
+        "total_cells": B * NP,
         "grads_sha256": digest,
-        "serial_seconds": serial_seconds,
-        "parallel_seconds": parallel_seconds,
-        "pool_start_seconds": pool_start_seconds,
+        "serial_seconds": tally.serial_seconds,
+        "parallel_seconds": tally.parallel_seconds,
+        "pool_start_seconds": start.seconds,
+        "chunk_examples": chunk,
     }
     out.digest = digest
     out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
@@ -262,14 +314,112 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
     return out
 
 
-def _parallel_pass(ctx: RunContext, pool: WorkerPool, handle: int, which: int, B: int):
+class PoolStart:
+    """The workers' start-up: forked (or started) at once, waited for only before the first parallel pass."""
+
+    def __init__(self, pool: WorkerPool, ctx: RunContext, handle: int):
+        self.pool, self.ctx = pool, ctx
+        t0 = time.perf_counter()
+        self.target = pool.n_completed() + pool.n_workers
+        for w in range(pool.n_workers):
+            pool.submit(prepare_task, handle, label=f"start worker {w}", worker=w)
+        pool.flush()
+        self.seconds = time.perf_counter() - t0  #: starting, plus whatever of preparing the parent waits for
+        self.done = False
+
+    def ready(self) -> None:
+        if not self.done:
+            t0 = time.perf_counter()
+            self.pool.wait(self.target, self.ctx.remaining())
+            self.seconds += time.perf_counter() - t0
+            self.done = True
+
+
+#: fold a chunk on a helper thread while the next chunk's serial rows are computed (tests switch it off to
+#: show both orders give the same tally)
+OVERLAP_FOLD = True
+
+
+def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, chunk: int,
+            compare: GradReader | None, save: GradWriter | None, pool_ready: Callable[[], None]) -> Tally:
+    """The batch, chunk by chunk: serial rows, the parallel pass, its re-run, then fold into the tally.
+
+    Every buffer is allocated once (the process pool's shared ones before its workers started) and reused.
+    The serial pass keeps one core busy and leaves the workers idle, so a chunk's fold (compare, hash, save:
+    numpy and hashlib release the GIL) runs on a helper thread during the next chunk's serial pass. The
+    serial rows are double-buffered for that; the fold is joined before the parallel rows are overwritten.
+    """
+    dims = job.dims
+    tally = Tally()
+    serial = np.empty((2, chunk, dims.n_params), F32)
+    saved = np.empty((chunk, dims.n_params), F32) if compare is not None else None
+    serial_tape = Tape(dims.arena)
+    ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
+    folding: Future | None = None
+    with ThreadPoolExecutor(1, thread_name_prefix="nxgates-fold") as folder:
+        try:
+            for k, first in enumerate(range(0, B, chunk)):
+                examples = range(first, min(B, first + chunk))
+                n = len(examples)
+                rows = serial[k % 2, :n]
+                job.x[:n], job.t[:n] = init_examples(dims, examples.start, examples.stop)
+                t0 = time.perf_counter()
+                for slot, b in enumerate(examples):
+                    example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], rows[slot],
+                                  drift=job.drift(b), w1_t=job.w1_t)
+                    ctx.progress.advance()
+                    ctx.check_time()
+                tally.serial_seconds += time.perf_counter() - t0
+                if folding is not None:
+                    folding.result()  # the previous chunk's fold, before its parallel rows are overwritten
+                    folding = None
+                pool_ready()  # the workers' start-up, before their first task of a pass
+                for g in job.outputs:
+                    g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row from an earlier chunk
+                first_pass = parallel_pass(ctx, pool, handle, 0, examples)
+                rerun = parallel_pass(ctx, pool, handle, 1, examples)
+                tally.records += first_pass.records
+                tally.records2 += rerun.records
+                tally.waited, tally.waited2 = first_pass.waited, rerun.waited
+                tally.parallel_seconds += first_pass.seconds
+                if first_pass.waited.timed_out or rerun.waited.timed_out:
+                    # tasks may still be writing this chunk's rows: fold it now and stop; T2/T3 report the loss
+                    _fold(tally, first, rows, job, compare, saved, save)
+                    break
+                if OVERLAP_FOLD:
+                    folding = folder.submit(_fold, tally, first, rows, job, compare, saved, save)
+                else:
+                    _fold(tally, first, rows, job, compare, saved, save)
+            if folding is not None:
+                folding.result()
+        finally:
+            if folding is not None:
+                folding.cancel()
+    ctx.progress.stop()
+    return tally
+
+
+def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradReader | None,
+          saved: np.ndarray | None, save: GradWriter | None) -> None:
+    """One chunk into the tally (and the saved file), in example order."""
+    n = rows.shape[0]
+    if compare is not None:
+        compare.read(first, saved[:n])
+    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n])
+    if save is not None:
+        save.write(rows)
+
+
+def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: int, which: int, examples: range) -> PassResult:
+    """One parallel pass over ``examples`` (the current chunk), into output ``which``: a task per example,
+    dealt round-robin, then a bounded wait for all of them."""
     first = len(pool.records)
     done_before = pool.n_completed()
     t0 = time.perf_counter()
-    for b in range(B):
-        pool.submit(run_task, (handle, which, b), label=f"example {b}")
-    waited = _wait(ctx, pool, done_before, B)
-    return pool.records[first:], waited, time.perf_counter() - t0
+    for slot, b in enumerate(examples):
+        pool.submit(run_task, (handle, which, slot, b), label=f"example {b}")
+    waited = _wait(ctx, pool, done_before, len(examples))
+    return PassResult(pool.records[first:], waited, time.perf_counter() - t0)
 
 
 def _wait(ctx: RunContext, pool: WorkerPool, done_before: int, B: int):
@@ -301,17 +451,22 @@ def judge_t1(cmp: BitComparison, B: int, n_params: int) -> tuple[bool, str]:
     return True, f"{B} examples x {n_params} cells, {cmp.nonzero} non-zero"
 
 
-def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16) -> BitComparison:
+def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16, count_nonzero: bool = True
+                 ) -> BitComparison:
     """Raw float32 bit equality per cell: -0.0 differs from 0.0 and NaN never hides a difference.
 
-    Works ``rows`` examples at a time so the temporaries stay small at any B.
+    Works ``rows`` examples at a time so the temporaries stay small at any B; a block whose bits are all
+    equal (the usual case) is settled by one comparison, without the per-row counts.
     """
     a, b = reference.view(np.uint32), other.view(np.uint32)
     per_row = np.zeros(a.shape[0], dtype=np.int64)
     nonzero = 0
     for r0 in range(0, a.shape[0], rows):
-        per_row[r0 : r0 + rows] = np.count_nonzero(a[r0 : r0 + rows] != b[r0 : r0 + rows], axis=1)
-        nonzero += int(np.count_nonzero(a[r0 : r0 + rows]))
+        block_a, block_b = a[r0 : r0 + rows], b[r0 : r0 + rows]
+        if not np.array_equal(block_a, block_b):
+            per_row[r0 : r0 + rows] = np.count_nonzero(block_a != block_b, axis=1)
+        if count_nonzero:
+            nonzero += int(np.count_nonzero(block_a))
     return BitComparison(int(per_row.sum()), nonzero, [(int(r), int(per_row[r])) for r in np.flatnonzero(per_row)])
 
 
@@ -328,39 +483,102 @@ def _pool_problems(records, waited, B, distinct, n_workers) -> list[str]:
     return problems
 
 
-def load_compare(path: str | None, B: int, n_params: int) -> np.ndarray | None:
-    """A saved gradient file: float32 (either byte order), shape (B, NP); anything else is a usage error.
+class GradReader:
+    """``--compare-grads``: a saved float32 (B, NP) ``.npy``, validated as a memory map and read a chunk at a
+    time into a reused buffer (file reads, so its pages never pile up in this process)."""
 
-    Only a regular file is opened (``/dev/zero`` or a FIFO would stream or block forever), and it is
-    memory-mapped, so its size costs no memory until compared.
+    def __init__(self, path: str, arr: np.ndarray):
+        self.path = path
+        self.arr = arr
+        self.fh = open(path, "rb") if arr.flags.c_contiguous else None  # noqa: SIM115 (closed by close())
+        self.swapped = arr.dtype != np.dtype(F32)  #: the other byte order: swapped after reading, bits kept
+
+    @classmethod
+    def open(cls, path: str | None, B: int, n_params: int) -> GradReader | None:
+        """None without a path; anything but float32 of shape (B, NP) is a usage error."""
+        if path is None:
+            return None
+        regular_file(path, "--compare-grads")
+        try:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except FileNotFoundError:
+            raise ConfigError(f"--compare-grads {path}: no such file") from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise ConfigError(f"--compare-grads {path}: not a readable .npy file ({exc})") from None
+        if not isinstance(arr, np.ndarray):  # np.load opens a zip archive as an NpzFile
+            arr.close()
+            raise ConfigError(f"--compare-grads {path}: an .npz archive, not an .npy array (use --save-grads' file)")
+        if arr.dtype not in (np.dtype(F32), np.dtype(F32).newbyteorder()):  # either byte order is float32
+            raise ConfigError(f"--compare-grads {path}: expected float32, got {arr.dtype}")
+        if arr.shape != (B, n_params):
+            raise ConfigError(f"--compare-grads {path}: shape {arr.shape} does not match (B, NP) = ({B}, {n_params})")
+        try:
+            return cls(path, arr)
+        except OSError as exc:
+            raise ConfigError(f"--compare-grads {path}: cannot read: {exc.strerror or exc}") from None
+
+    def read(self, first: int, out: np.ndarray) -> None:
+        """Rows ``first .. first+len(out)-1`` into ``out``."""
+        if self.fh is None:  # Fortran order: rows are not contiguous in the file
+            out[...] = self.arr[first : first + out.shape[0]]  # astype-like copy: converts the byte order too
+            return
+        self.fh.seek(self.arr.offset + first * self.arr.shape[1] * 4)
+        if self.fh.readinto(memoryview(out).cast("B")) != out.nbytes:
+            raise ConfigError(f"--compare-grads {self.path}: the file shrank while it was being read")
+        if self.swapped:
+            out.byteswap(inplace=True)
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+        self.arr = None
+
+
+class GradWriter:
+    """``--save-grads``: the ``.npy`` header for float32 (B, NP), then each chunk's rows as they come.
+
+    Written to a temporary file beside the target and renamed at the end, so a failed run leaves no
+    half-written file and a path also given to ``--compare-grads`` is read intact.
     """
-    if path is None:
-        return None
-    from nxgates import safeio
 
-    safeio.regular_file(path, "--compare-grads")
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise ConfigError(f"--compare-grads {path}: not a readable .npy file ({exc})") from None
-    if not isinstance(arr, np.ndarray):  # np.load opens a zip archive as an NpzFile
-        arr.close()
-        raise ConfigError(f"--compare-grads {path}: an .npz archive, not an .npy array (use --save-grads' file)")
-    if arr.dtype == np.dtype(F32).newbyteorder():  # the other byte order
-        arr = arr.astype(F32)  # a byte swap: every bit of every value kept
-    if arr.dtype != F32:
-        raise ConfigError(f"--compare-grads {path}: expected float32, got {arr.dtype}")
-    if arr.shape != (B, n_params):
-        raise ConfigError(f"--compare-grads {path}: shape {arr.shape} does not match (B, NP) = ({B}, {n_params})")
-    return arr
+    def __init__(self, path: str, fh: Any, tmp: str):
+        self.path, self.fh, self.tmp = path, fh, tmp
 
+    @classmethod
+    def create(cls, path: str | None, B: int, n_params: int) -> GradWriter | None:
+        if not path:
+            return None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".nxgates-", suffix=".npy", dir=os.path.dirname(path) or ".")
+            fh = os.fdopen(fd, "wb")
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(F32)), "fortran_order": False,
+                      "shape": (B, n_params)}
+            np.lib.format.write_array_header_1_0(fh, header)  # what np.save writes for this array
+        except OSError as exc:
+            raise ConfigError(f"--save-grads {path}: cannot write: {exc.strerror or exc}") from None
+        return cls(path, fh, tmp)
 
-def save_grads(path: str, grads: np.ndarray) -> None:
-    try:
-        with open(path, "wb") as fh:
-            np.save(fh, grads, allow_pickle=False)
-    except OSError as exc:
-        raise ConfigError(f"--save-grads {path}: cannot write: {exc.strerror or exc}") from None
+    def write(self, rows: np.ndarray) -> None:
+        try:
+            self.fh.write(memoryview(rows).cast("B"))
+        except OSError as exc:
+            raise ConfigError(f"--save-grads {self.path}: cannot write: {exc.strerror or exc}") from None
+
+    def finish(self) -> None:
+        try:
+            self.fh.close()
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            raise ConfigError(f"--save-grads {self.path}: cannot write: {exc.strerror or exc}") from None
+        self.tmp = None
+
+    def discard(self) -> None:
+        """After :meth:`finish` nothing; otherwise the temporary file goes."""
+        if self.tmp is not None:
+            self.fh.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp)
+            self.tmp = None
 
 
 GATE = GateDef(

@@ -99,3 +99,19 @@ def test_dropped_task_is_reported_at_once_not_waited_for():
         assert time.monotonic() - t0 < 5
         assert not res.reached and not res.timed_out
         assert [r.label for r in pool.records if not r.done] == ["example 3"]
+
+
+def _sleep(ctx, worker):
+    time.sleep(ctx)
+
+
+def test_closing_a_busy_process_pool_terminates_its_workers():
+    """A run that gives up on a stuck task must not leave a worker behind (the script may os._exit)."""
+    pool = ProcessWorkerPool(2)
+    pool.submit(_sleep, 60.0, worker=0)
+    pool.submit(noop, None, worker=1)
+    assert pool.wait(1, 10).finished >= 1
+    processes = list(pool._executors[0]._processes.values())
+    assert processes and all(p.is_alive() for p in processes)
+    pool.close()
+    assert not any(p.is_alive() for p in processes)

@@ -92,3 +92,96 @@ def test_fast_path_without_the_a_priori_proof_gives_the_same_integers(lora_param
     monkeypatch.setattr(lora, "_proven_a", lambda *args: False)
     checked = lora.run(ctx(params))
     assert proven.metrics == checked.metrics
+
+
+# ---- the fast gradcheck's cells on a worker pool --------------------------------------------------------
+
+
+@pytest.mark.parametrize("T, DM, R, workers", [(3, 7, 3, 2), (5, 11, 2, 3), (2, 9, 5, 2)])
+def test_pooled_cells_equal_the_single_process_and_the_naive_path(T, DM, R, workers, lora_params):
+    params = {**lora_params, "T": T, "DM": DM, "R": R}
+    pooled = lora.run(ctx({**params, "workers": workers}))
+    single = lora.run(ctx({**params, "workers": 1}))
+    naive = lora.run(ctx({**params, "algorithm": "naive"}))
+    assert pooled.metrics == single.metrics == naive.metrics
+    assert pooled.digest == single.digest == naive.digest
+    assert metrics_like_seed(pooled) == reference(T, DM, R)
+
+
+def test_split_covers_every_row_once():
+    for n, parts in [(7, 2), (2, 3), (1, 2), (256, 2), (11, 3)]:
+        pieces = lora._split(n, parts)
+        assert [i for r in pieces for i in r] == list(range(n)) and all(len(r) for r in pieces)
+        assert len(pieces) == min(n, parts)
+
+
+def test_seed_to_large_stay_in_one_process_xl_uses_the_cpus(lora_params, monkeypatch):
+    assert lora.gradcheck_workers(0, 3, 6, 2) == lora.gradcheck_workers(0, 8, 96, 4) == 1
+    assert lora.gradcheck_workers(0, 16, 256, 8) == 1 and lora.gradcheck_workers(0, 32, 1024, 16) >= 2
+    assert lora.gradcheck_workers(3, 3, 6, 2) == 3
+
+    def no_fork(*args):
+        raise AssertionError("a pool was made at the seed size")
+
+    monkeypatch.setattr(lora, "diffs_fast_pooled", no_fork)
+    out = lora.run(ctx({**lora_params, "workers": 0}))
+    assert all(c.passed for c in out.checks)
+
+
+def test_overflow_on_the_pool_is_refused_as_in_one_process(lora_params):
+    with pytest.raises(ResourceError, match=r"delta=1099511627776: int64 overflow"):
+        lora.run(ctx({**lora_params, "delta": 1 << 40, "workers": 2}))
+
+
+def test_a_planted_fault_is_caught_on_the_pool_too(lora_params):
+    out = lora.run(ctx({**lora_params, "T": 3, "DM": 7, "R": 3, "workers": 2}, fault="grad-bug"))
+    assert {c.name: c.passed for c in out.checks}[lora.CHECK_A] is False
+
+
+# ---- L(+-delta) may use int64 up to 2^63: a sum of squares only grows ---------------------------------
+
+
+def test_loss_between_2_62_and_2_63_is_exact_and_beyond_is_refused():
+    from nxgates.core import q20
+
+    y = np.array([2 << 30, 1 << 30, 1 << 30], dtype=np.int64)  # sum of squares = 6 * 2^60, above 2^62
+    assert int(q20.sum_squares(y)) == sum(int(v) ** 2 for v in y) == 6 << 60
+    with pytest.raises(q20.Q20Overflow, match="2\\^63"):
+        q20.sum_squares(np.array([2 << 30, 2 << 30], dtype=np.int64))  # exactly 2^63: numpy would wrap
+    base = np.array([[[1 << 30]]], dtype=np.int64)
+    moved = base + (1 << 28)  # moves L by (2^30 + 2^28)^2 - 2^60 = 0.5625 * 2^60
+    assert int(lora._loss_delta(7 << 60, base, moved, base, (2,))[0, 0]) == (int(moved[0, 0, 0]) ** 2 - (1 << 60))
+    with pytest.raises(q20.Q20Overflow, match="L\\(\\+-delta\\)"):
+        lora._loss_delta(15 << 59, base, moved, base, (2,))  # L(+d) = 8.0625 * 2^60 >= 2^63
+
+
+def test_the_a_priori_proof_fails_when_l_plus_delta_could_reach_2_63():
+    m = lora.init_model(3, 7, 2)
+    f = lora.forward(m)
+    from nxgates.core import q20
+    dhs = [np.ones((1, 2, 3), dtype=np.int64)] * 2
+    sum_abs_y = int(np.abs(f.y).sum())
+    assert lora._proven_a(m, f, dhs, sum_abs_y) is True
+    f.loss = q20.SQUARES_LIMIT - 1
+    assert lora._proven_a(m, f, dhs, sum_abs_y) is False
+
+
+def test_a_gates_toml_written_before_workers_existed_still_loads():
+    from nxgates import registry
+
+    reg = registry.parse('[gates.lora]\nmodule = "lora"\ndescription = "old"\n'
+                         "params = { T = 3, DM = 6, R = 2, delta = 2097, tol_permil = 70, algorithm = 'fast' }\n",
+                         "old.toml")
+    assert reg.resolve("lora").defaults["workers"] == 0
+
+
+def test_the_seed_run_does_not_import_the_pool():
+    """Start-up: a seed-size lora run pays for no pool machinery (concurrent.futures, multiprocessing)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from nxgates import registry; reg = registry.load(None); e, = reg.select(['lora']); "
+            "from nxgates.runner import run_gate; assert run_gate(e, e.defaults).passed; "
+            "print('nxgates.core.pool' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

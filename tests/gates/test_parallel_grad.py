@@ -135,3 +135,142 @@ def test_auto_executor_picks_processes_only_where_they_pay():
     assert pg.choose_executor("thread", Dims(784, 256, 10)) == "thread"
     out = pg.run(ctx({**SEED, "executor": "auto"}))
     assert out.metrics["executor"] == "thread" and all(by_name(out).values())
+
+
+#: ``grads_sha256`` as the whole-batch implementation computed it (before streaming): streaming must keep it.
+PINNED_DIGESTS = {
+    (8, 16, 4, 8): "3814f0647e698ab85f962a8cd3131eb7945b24dbeaa63924daabc93b0117ae71",  # seed
+    (256, 128, 10, 64): "13cf99a909d1c771941b32f609089f44bb177738596ed400e0461c5b5955ef35",  # medium
+    (64, 33, 10, 13): "6686f4d9f5a0ed8f11288b595a230e805ea1be8daa1f5df0a34cde5847cca18f",
+}
+
+
+@pytest.mark.parametrize("dims", list(PINNED_DIGESTS))
+def test_digest_is_pinned_at_seed_and_medium_sizes(dims):
+    D, H, O, B = dims
+    out = pg.run(ctx({**SEED, "D": D, "H": H, "O": O, "B": B, "executor": "auto"}))
+    assert all(by_name(out).values())
+    assert out.digest == out.metrics["grads_sha256"] == PINNED_DIGESTS[dims]
+
+
+def whole_batch(dims: Dims, B: int) -> np.ndarray:
+    """The reference: every example's gradient row, serially, into one (B, NP) array."""
+    w, x, t = init_data(dims, B)
+    g = np.empty((B, dims.n_params), F32)
+    tape = Tape(dims.arena)
+    for b in range(B):
+        example_grads(tape, dims, w, x[b], t[b], g[b])
+    return g
+
+
+@pytest.mark.parametrize("executor, workers", [("thread", 2), ("process", 3)])
+def test_streaming_in_small_chunks_equals_the_whole_batch(monkeypatch, tmp_path, executor, workers):
+    import hashlib
+
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)  # the smallest chunk: one example per worker
+    D, H, O, B = 64, 33, 10, 13
+    reference = whole_batch(Dims(D, H, O), B)
+    path = tmp_path / "g.npy"
+    params = {**SEED, "D": D, "H": H, "O": O, "B": B, "executor": executor, "workers": workers}
+    out = pg.run(ctx(params, save_grads=str(path)))
+    assert out.metrics["chunk_examples"] == workers  # 13 = 4 whole chunks and a ragged last one
+    assert all(by_name(out).values()), by_name(out)
+    assert out.digest == hashlib.sha256(reference.tobytes()).hexdigest() == PINNED_DIGESTS[(D, H, O, B)]
+    assert path.read_bytes() == _npy_bytes(reference, tmp_path)  # the file np.save writes, byte for byte
+    assert by_name(pg.run(ctx(params, compare_grads=str(path))))[pg.T4] is True
+
+
+def _npy_bytes(arr, tmp_path):
+    ref = tmp_path / "ref.npy"
+    np.save(ref, arr)
+    return ref.read_bytes()
+
+
+def test_a_one_ulp_difference_in_a_later_chunk_fails_t4(monkeypatch, tmp_path):
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    params = {**SEED, "B": 9}
+    path = tmp_path / "g.npy"
+    pg.run(ctx(params, save_grads=str(path)))
+    arr = np.load(path)
+    arr[8, 191] = np.nextafter(arr[8, 191], np.float32(np.inf))  # the last row of the last chunk
+    np.save(path, arr)
+    out = pg.run(ctx(params, compare_grads=str(path)))
+    assert by_name(out)[pg.T4] is False and by_name(out)[pg.T1] is True
+    assert "1 cells differ" in next(c.detail for c in out.checks if c.name == pg.T4)
+
+
+def test_the_tally_names_the_example_of_a_late_chunk():
+    """A fold that forgot the chunk's offset would blame example 1 instead of 7."""
+    g = whole_batch(Dims(8, 16, 4), 8)
+    bad = g.copy()
+    bad[7, 3] = np.nextafter(bad[7, 3], np.float32(np.inf))
+    tally = pg.Tally()
+    for first in range(0, 8, 3):
+        tally.fold(first, g[first : first + 3], bad[first : first + 3], g[first : first + 3], None)
+    assert (tally.mismatches, tally.bad_rows, tally.rerun_mismatches) == (1, [(7, 1)], 1)
+    assert tally.sha.hexdigest() == PINNED_DIGESTS.get((8, 16, 4, 8))
+
+
+def test_save_over_the_compared_file_reads_the_old_one_first(tmp_path):
+    path = tmp_path / "g.npy"
+    pg.run(ctx(SEED, save_grads=str(path)))
+    out = pg.run(ctx(SEED, save_grads=str(path), compare_grads=str(path)))
+    assert by_name(out)[pg.T4] is True
+    assert [p.name for p in tmp_path.iterdir()] == ["g.npy"]  # no temporary file left behind
+
+
+def test_memory_is_planned_per_chunk_not_per_batch():
+    large = {**SEED, "D": 784, "H": 256, "O": 10, "workers": 2}
+    assert pg.footprint_bytes(Dims(784, 256, 10), 2, 1 << 20) == pg.footprint_bytes(Dims(784, 256, 10), 2, 4096)
+    pg.validate({**large, "B": 1 << 20})  # a million examples: streamed, so not refused
+    pg.validate({**SEED, "D": 784, "H": 1024, "O": 10, "B": 1024})  # the xl preset
+    with pytest.raises(Exception, match="memory budget"):
+        pg.validate({**SEED, "D": 1 << 16, "H": 1 << 16, "B": 2})  # one row alone is 16 GiB
+
+
+def test_folding_beside_the_next_serial_pass_gives_the_same_tally(monkeypatch, tmp_path):
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    params = {**SEED, "D": 64, "H": 33, "O": 10, "B": 13}
+    runs = {}
+    for overlap in (True, False):
+        monkeypatch.setattr(pg, "OVERLAP_FOLD", overlap)
+        path = tmp_path / f"g{overlap}.npy"
+        out = pg.run(ctx(params, save_grads=str(path)))
+        runs[overlap] = ({k: v for k, v in out.metrics.items() if not k.endswith("_seconds")}, path.read_bytes())
+    assert runs[True] == runs[False]
+    assert runs[True][0]["grads_sha256"] == PINNED_DIGESTS[(64, 33, 10, 13)]
+
+
+def test_a_fault_in_a_late_chunk_is_caught_with_the_overlapped_fold(monkeypatch):
+    """The nondeterministic fault drifts example 1; with 2-example chunks the shared-arena fault and a
+    dropped task land in the first chunks, folded on the helper thread while later chunks run."""
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    for fault, check in (("nondeterministic", pg.T3), ("drop-task", pg.T2), ("shared-arena", pg.T1)):
+        out = pg.run(ctx({**SEED, "B": 9, "executor": "process"}, fault=fault))
+        assert by_name(out)[check] is False, fault
+
+
+def test_a_fortran_order_file_is_compared_by_value(monkeypatch, tmp_path):
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    path = tmp_path / "g.npy"
+    pg.run(ctx(SEED, save_grads=str(path)))
+    arr = np.load(path)
+    np.save(path, np.asfortranarray(arr))  # same values, column-major bytes
+    assert by_name(pg.run(ctx(SEED, compare_grads=str(path))))[pg.T4] is True
+    arr[6, 5] = np.nextafter(arr[6, 5], np.float32(np.inf))
+    np.save(path, np.asfortranarray(arr))
+    assert by_name(pg.run(ctx(SEED, compare_grads=str(path))))[pg.T4] is False
+
+
+def test_compare_file_is_read_chunk_by_chunk_not_loaded(monkeypatch, tmp_path):
+    """--compare-grads must not load the whole file: np.load without mmap_mode would."""
+    path = tmp_path / "g.npy"
+    pg.run(ctx(SEED, save_grads=str(path)))
+    real_load = np.load
+
+    def load(*args, **kwargs):
+        assert kwargs.get("mmap_mode") == "r"
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(pg.np, "load", load)
+    assert by_name(pg.run(ctx(SEED, compare_grads=str(path))))[pg.T4] is True
