@@ -148,7 +148,10 @@ def show_cmd(gate: str, config: str | None) -> None:
 @click.option("--inject", "fault", default=None, metavar="FAULT",
               help="Plant a named defect; the gate must then FAIL (see `nxgates show GATE`).")
 @click.option("--executor", default=None, metavar="NAME",
-              help="Shorthand for --set executor=NAME (gates with a worker pool: auto|thread|process).")
+              help="Shorthand for --set executor=NAME (gates with a worker pool: auto|thread|process|dask).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="parallel-grad: run on this Dask cluster (executor=dask; default: $NXGATES_DASK_SCHEDULER, "
+                   "else a LocalCluster).")
 @click.option("--save-grads", default=None, metavar="PATH",
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
 @click.option("--compare-grads", default=None, metavar="PATH",
@@ -156,7 +159,7 @@ def show_cmd(gate: str, config: str | None) -> None:
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
-            timeout: float, fault: str | None, executor: str | None, save_grads: str | None,
+            timeout: float, fault: str | None, executor: str | None, scheduler: str | None, save_grads: str | None,
             compare_grads: str | None, debug: bool) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates import registry, reports
@@ -170,8 +173,9 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     if executor is not None:
         sets = (*sets, f"executor={executor}")
     params = registry.effective_params(entries, preset, sets)
-    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads}
-    for opt, flag in (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads")):
+    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler}
+    for opt, flag in (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"),
+                      ("scheduler", "--scheduler")):
         if options[opt] is not None:
             takers = [e for e in entries if opt in e.gate.options]
             if not takers:

@@ -20,6 +20,7 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,8 @@ PARAMS = {
     "O": IntParam("output width", min=1, max=1 << 20),
     "B": IntParam("examples in the batch (one pool task each)", min=2, max=1 << 20),
     "workers": IntParam("pool workers; 0 = usable CPUs, at least 2", min=0, max=1024),
-    "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), or auto (process from "
+    "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), dask (a LocalCluster, or "
+                            "--scheduler ADDRESS), or auto (process from "
                             f"NP >= {AUTO_PROCESS_PARAMS} up, where it pays)", ("auto", *EXECUTORS)),
 }
 
@@ -79,6 +81,16 @@ class Job:
     evaluations: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __getstate__(self) -> dict:
+        """What travels to a remote worker (dask): weights, inputs and faults, never the output arrays
+        (its tasks return their rows instead) nor this process's lock and per-worker state."""
+        state = dict(self.__dict__, outputs=None, arenas={}, first_done=set(), evaluations={})
+        del state["lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, lock=threading.Lock())
+
     def arena(self, worker: int) -> Tape:
         if self.shared_arena is not None:  # the planted defect: one arena for everybody
             return self.shared_arena
@@ -106,25 +118,37 @@ def prepare_task(ctx: tuple[int, list[int]], worker: int) -> None:
     handle, rows = ctx
     job = resolve(handle)
     job.arena(worker)
-    for g in job.outputs:
+    for g in job.outputs or ():
         g[rows, ::1024] = np.nan
 
 
-def run_task(ctx: tuple[int, int, int], worker: int) -> None:
-    """Pool task: example ``b`` of the shared job into output ``which`` (module level so it pickles)."""
+def run_task(ctx: tuple[int, int, int], worker: int) -> np.ndarray | None:
+    """Pool task: example ``b`` of the shared job into output ``which`` (module level so it pickles).
+
+    Where the output arrays are not reachable (a remote worker), the row is computed into a fresh array
+    and returned; the gate's ``on_result`` stores it.
+    """
     handle, which, b = ctx
     job = resolve(handle)
+    row = job.outputs[which][b] if job.outputs is not None else np.empty(job.dims.n_params, F32)
     between = None
     if job.barrier is not None and worker not in job.first_done:
         job.first_done.add(worker)
         between = job.barrier.wait  # make every worker's first example overlap on the shared arena
     try:
-        example_grads(job.arena(worker), job.dims, job.w, job.x[b], job.t[b], job.outputs[which][b],
+        example_grads(job.arena(worker), job.dims, job.w, job.x[b], job.t[b], row,
                       between=between, drift=job.drift(b), w1_t=job.w1_t)
     except Exception:
         if between is not None:
             job.barrier.abort()  # a task that died before the barrier must not keep the others waiting
         raise
+    return None if job.outputs is not None else row
+
+
+def store_row(rows: np.ndarray, b: int, row: np.ndarray | None) -> None:
+    """``on_result`` of a task: a row a remote worker returned lands in the gate's array."""
+    if row is not None:
+        rows[b] = row
 
 
 # ---- the gate ------------------------------------------------------------------------------------------
@@ -148,18 +172,22 @@ def run(ctx: RunContext) -> GateOutput:
     B = p["B"]
     compare = load_compare(ctx.options.get("compare_grads"), B, dims.n_params)
     fault = ctx.fault
-    pool = make_pool(choose_executor(p["executor"], dims), p["workers"],
-                     fault if fault in ("single-worker", "drop-task") else None)
+    scheduler = ctx.options.get("scheduler")
+    pool = make_pool(choose_executor(p["executor"], dims, scheduler), p["workers"],
+                     fault if fault in ("single-worker", "drop-task") else None, scheduler)
     try:
         return _run(ctx, pool, dims, B, compare)
     finally:
         pool.close()
 
 
-def choose_executor(executor: str, dims: Dims) -> str:
-    """``auto``: processes where the per-example work amortises a fork, threads below that."""
+def choose_executor(executor: str, dims: Dims, scheduler: str | None = None) -> str:
+    """``auto``: dask given a scheduler address; else processes where the per-example work amortises a
+    fork, threads below that."""
     if executor != "auto":
         return executor
+    if scheduler:
+        return "dask"
     return "process" if dims.n_params >= AUTO_PROCESS_PARAMS else "thread"
 
 
@@ -174,7 +202,7 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
     for g in job.outputs:
         g.fill(np.nan)  # an example that never ran cannot match by accident (and the pages are touched)
     if ctx.fault == "shared-arena":
-        shared = [pool.array((dims.arena,)) for _ in range(2)]
+        shared = [pool.common_array((dims.arena,)) for _ in range(2)]
         job.shared_arena = Tape(dims.arena, shared[0], shared[1])
         job.barrier = pool.barrier(min(pool.n_workers, B), BARRIER_SECONDS)
     handle = pool.share(job)
@@ -205,7 +233,7 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
     passes = []
     for which, label in ((0, "parallel examples"), (1, "re-run examples")):
         ctx.progress.start(label, B)
-        passes.append(_parallel_pass(ctx, pool, handle, which, B))
+        passes.append(_parallel_pass(ctx, pool, handle, which, B, job.outputs[which]))
     (records, waited, parallel_seconds), (records2, waited2, _) = passes
     g_par, g_par2 = job.outputs
     ran = sum(r.done and r.error is None for r in records)
@@ -221,7 +249,12 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
     out.check(T1, *judge_t1(t1, B, dims.n_params))
 
     distinct = pool.workers_used(records)
+    pool_notes, pool_metrics = pool.health(records)
+    for note in pool_notes:
+        out.info(note)
     problems = _pool_problems(records, waited, B, len(distinct), pool.n_workers)
+    if problems and pool_notes:
+        problems.append(pool_notes[0].strip())
     out.check(T2, not problems, "; ".join(problems) or
               f"{ran}/{B} tasks on {len(distinct)} distinct workers of {pool.n_workers}")
 
@@ -253,7 +286,11 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
         "serial_seconds": serial_seconds,
         "parallel_seconds": parallel_seconds,
         "pool_start_seconds": pool_start_seconds,
+        "tasks_per_worker": pool.tasks_per_worker(records),
+        **pool_metrics,
     }
+    if pool.kind == "dask":
+        out.metrics.update(scheduler=pool.scheduler, cluster_start_seconds=pool.start_seconds)
     out.digest = digest
     out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
                  "per-example gradients bit-identical to serial.")
@@ -261,12 +298,12 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: np.ndar
     return out
 
 
-def _parallel_pass(ctx: RunContext, pool: WorkerPool, handle: int, which: int, B: int):
+def _parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, which: int, B: int, rows: np.ndarray):
     first = len(pool.records)
     done_before = pool.n_completed()
     t0 = time.perf_counter()
     for b in range(B):
-        pool.submit(run_task, (handle, which, b), label=f"example {b}")
+        pool.submit(run_task, (handle, which, b), label=f"example {b}", on_result=partial(store_row, rows, b))
     waited = _wait(ctx, pool, done_before, B)
     return pool.records[first:], waited, time.perf_counter() - t0
 
@@ -358,5 +395,5 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("save_grads", "compare_grads"),
+    options=("save_grads", "compare_grads", "scheduler"),
 )
