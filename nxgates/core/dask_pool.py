@@ -58,6 +58,18 @@ def dask_available() -> bool:
     return importlib.util.find_spec("distributed") is not None
 
 
+def local_cluster(n_workers: int) -> Any:
+    """A LocalCluster of ``n_workers`` single-threaded worker processes on 127.0.0.1, dashboard off.
+
+    The scheduler's remaining HTTP endpoints (health checks) listen on a free loopback port rather than
+    on 8787, so clusters of concurrent runs never collide.
+    """
+    distributed = _distributed()
+    return distributed.LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1",
+        silence_logs=logging.ERROR, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+
+
 class DaskWorkerPool(WorkerPool):
     kind = "dask"
 
@@ -88,9 +100,7 @@ class DaskWorkerPool(WorkerPool):
         if scheduler is None:
             logging.getLogger("distributed").setLevel(logging.ERROR)  # a restarted worker is reported by us
             n = n_workers or auto_workers()
-            self._cluster = distributed.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1",
-                silence_logs=logging.ERROR)
+            self._cluster = local_cluster(n)
             client = distributed.Client(self._cluster, timeout=CONNECT_SECONDS)
             client.wait_for_workers(n, timeout=60)
             return client, sorted(client.scheduler_info(n_workers=-1)["workers"])[:n]
