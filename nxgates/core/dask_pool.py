@@ -4,9 +4,11 @@ Without an address the pool starts a ``LocalCluster`` of worker *processes* (one
 off, loopback only) and tears it down in :meth:`DaskWorkerPool.close`; with one it joins an existing
 cluster (``dask scheduler`` / ``dask worker ADDRESS``). Workers share no memory with the gate:
 
-* ``share`` scatters the object once to every worker (``broadcast=True``); a task still reaches it through
-  :func:`nxgates.core.pool.resolve`, because each batch first registers the scattered objects under
-  their handles in the worker process.
+* ``share`` sends the object once to every worker as a worker plugin, which registers it under its
+  handle in the worker process, so a task reaches it through :func:`nxgates.core.pool.resolve`. A plugin
+  rather than ``scatter(broadcast=True)``: the scheduler also installs it on a worker that joins later
+  (a lost worker's replacement), and its active memory manager cannot trim it down to one replica that a
+  dying worker takes with it.
 * a task's return value comes back and is handed to ``submit(..., on_result=...)`` in the gate's
   process: the gradient rows travel back, the output arrays never travel out.
 * tasks are dealt round-robin like the local pools and pinned to their worker's address; a worker's
@@ -37,6 +39,11 @@ import numpy as np
 
 from nxgates.core.pool import _SHARED, TaskRecord, WorkerPool, auto_workers
 from nxgates.errors import ConfigError
+
+try:  # this module is imported only for executor=dask; without the extra the pool says what to install
+    from distributed.diagnostics.plugin import WorkerPlugin
+except ImportError:
+    WorkerPlugin = object
 
 CONNECT_SECONDS = 8.0  #: how long to try to reach a --scheduler address (and wait for its workers)
 SCHEDULER_ENV = "NXGATES_DASK_SCHEDULER"
@@ -90,7 +97,7 @@ class DaskWorkerPool(WorkerPool):
         self.addresses = addresses  #: the planned worker of task n is addresses[n mod W]
         self._seen = list(addresses)  #: every worker that ran a task; a record's worker is its index here
         self._planned: dict[int, str] = {}
-        self._futures: dict[str, Any] = {}  #: scattered objects by handle
+        self._handles: list[str] = []  #: objects shared with the workers (one worker plugin each)
         self._batches: list[Any] = []
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord, Callable | None]]] = {}
         self._queue_lock = threading.Lock()
@@ -135,9 +142,11 @@ class DaskWorkerPool(WorkerPool):
         return barrier
 
     def share(self, obj: Any) -> str:
-        """Scatter ``obj`` to every worker once; tasks reach it through ``resolve(handle)``."""
+        """Send ``obj`` to every worker once (and to any that joins later); tasks reach it through
+        ``resolve(handle)``."""
         handle = f"nxgates-{uuid.uuid4().hex}"
-        self._futures[handle] = self._client.scatter(obj, broadcast=True, hash=False)
+        self._client.register_plugin(_SharedObject(handle, obj), name=handle)
+        self._handles.append(handle)
         return handle
 
     # ---- tasks ---------------------------------------------------------------------------------------------
@@ -153,7 +162,7 @@ class DaskWorkerPool(WorkerPool):
             queued, self._queued = self._queued, {}
         for worker, items in queued.items():
             future = self._client.submit(
-                _run_remote_batch, self._futures, [(fn, ctx) for fn, ctx, _, _ in items], worker,
+                _run_remote_batch, [(fn, ctx) for fn, ctx, _, _ in items], worker,
                 workers=[self.addresses[worker]], allow_other_workers=True, pure=False,
                 key=f"nxgates-batch-{worker}-{uuid.uuid4().hex}")
             self._batches.append(future)
@@ -197,13 +206,11 @@ class DaskWorkerPool(WorkerPool):
         client, cluster = self._client, self._cluster
         self._client = self._cluster = None
         if client is not None:
-            futures = [*getattr(self, "_batches", []), *getattr(self, "_futures", {}).values()]
-            handles = list(getattr(self, "_futures", {}))
             with suppress(Exception):  # a dead or unreachable cluster: there is nothing left to clean
-                client.cancel(futures)
-            if cluster is None and handles:
-                with suppress(Exception):
-                    client.run(_forget, handles)
+                client.cancel(getattr(self, "_batches", []))
+            for handle in getattr(self, "_handles", []) if cluster is None else ():
+                with suppress(Exception):  # a cluster that outlives the run forgets what it was sent
+                    client.unregister_worker_plugin(handle)
             with suppress(Exception):
                 client.close(timeout=5)
         if cluster is not None:
@@ -214,12 +221,11 @@ class DaskWorkerPool(WorkerPool):
                 os.unlink(path)
 
 
-def _run_remote_batch(shared: dict[str, Any], tasks: list[tuple[Callable[[Any, int], Any], Any]],
+def _run_remote_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]],
                       worker: int) -> tuple[str, list[tuple[str | None, Any]]]:
-    """On a Dask worker: register the scattered objects, run the tasks; (this worker's address, outcomes)."""
+    """On a Dask worker: run the tasks; (this worker's address, (error text or None, value) per task)."""
     from distributed import get_worker
 
-    _SHARED.update(shared)
     outcomes: list[tuple[str | None, Any]] = []
     for fn, ctx in tasks:
         try:
@@ -229,10 +235,17 @@ def _run_remote_batch(shared: dict[str, Any], tasks: list[tuple[Callable[[Any, i
     return get_worker().address, outcomes
 
 
-def _forget(handles: list[str]) -> None:
-    """On a worker of a cluster that outlives the run: drop the objects this run registered."""
-    for handle in handles:
-        _SHARED.pop(handle, None)
+class _SharedObject(WorkerPlugin):
+    """A shared object in transit: on each worker, registered under its handle for :func:`resolve`."""
+
+    def __init__(self, handle: str, obj: Any):
+        self.handle, self.obj = handle, obj
+
+    def setup(self, worker: Any) -> None:
+        _SHARED[self.handle] = self.obj
+
+    def teardown(self, worker: Any) -> None:
+        _SHARED.pop(self.handle, None)
 
 
 # ---- memory every process on this host maps (the shared-arena fault) ---------------------------------------
