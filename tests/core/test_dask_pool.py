@@ -180,14 +180,3 @@ def test_host_barrier_releases_all_parties_and_breaks_on_timeout_or_abort():
         assert time.monotonic() - t0 < 2
     finally:
         os.unlink(aborted.path)
-
-
-def test_a_local_cluster_is_torn_down_on_close():
-    import psutil
-
-    pool = make_pool("dask", 2)
-    workers = [psutil.Process(w.process.pid) for w in pool._cluster.workers.values()]
-    assert pool.scheduler == "local" and len(workers) == 2 and all(w.is_running() for w in workers)
-    pool.close()
-    gone, alive = psutil.wait_procs(workers, timeout=10)
-    assert not alive

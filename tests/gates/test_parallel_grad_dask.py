@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from nxgates.core import dask_pool
@@ -91,8 +92,13 @@ def test_a_worker_lost_mid_pass_is_rerun_elsewhere_with_the_same_bits(tmp_path, 
     expected = digest({**SEED, "executor": "thread"})
     monkeypatch.setenv(KILL_MARKER, str(tmp_path / "killed"))  # before the gate's LocalCluster spawns its workers
     monkeypatch.setattr(pg, "run_task", run_task_killing_worker_1)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     out = pg.run(ctx({**SEED, "workers": workers}))
     assert (tmp_path / "killed").exists()
+    # the LocalCluster is gone, the replacement the nanny started for the killed worker too (multiprocessing's
+    # resource tracker stays: it serves this process and ends with it)
+    assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
+                and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())]
     m = out.metrics
     lost = [i.text for i in out.items if "worker(s) lost" in getattr(i, "text", "")]
     assert len(m["workers_lost"]) == 1 and lost == [f" dask: 1 worker(s) lost ({m['workers_lost'][0]}); "
@@ -155,3 +161,46 @@ def test_unreachable_scheduler_through_the_console_script(tmp_path):
                        text=True, cwd=tmp_path, timeout=30)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "tcp//no-such-host" in r.stderr and "Traceback" not in r.stderr
+
+
+def tagged_processes(tag):
+    """Live processes started with NXGATES_TEST_TAG=tag in their environment (the run and its workers)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("NXGATES_TEST_TAG") == tag and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+def test_ctrl_c_and_timeout_leave_no_worker_process_behind(tmp_path):
+    import signal
+    import uuid
+
+    script = shutil.which("nxgates", path=str(BIN))
+    tag = uuid.uuid4().hex
+    env = {**os.environ, "NXGATES_TEST_TAG": tag}
+    proc = subprocess.Popen([script, "run", "parallel-grad", "--executor", "dask", "--preset", "medium",
+                             "--repeat", "3"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(tagged_processes(tag)) < 3 and time.monotonic() < deadline:  # the run and 2 workers
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    psutil.wait_procs(tagged_processes(tag), timeout=10)
+    assert tagged_processes(tag) == []
+
+    r = subprocess.run([script, "run", "parallel-grad", "--executor", "dask", "--preset", "medium", "--timeout",
+                        "0.5"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "RED -- timed out after 0.5 s" in r.stdout, r.stdout + r.stderr
+    psutil.wait_procs(tagged_processes(tag), timeout=10)
+    assert tagged_processes(tag) == []
