@@ -244,16 +244,17 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     params = registry.effective_params(entries, None, ())
     reports.check_writable(json_path, "--json")
     renderer = Renderer(sys.stderr if json_path == "-" else sys.stdout)
-    renderer.line(f"{'GATE':<16}{'FAULT':<20}{'EXPECTED':<10}{'RESULT':<10}BY")
+    renderer.line(f"{'GATE':<22}{'FAULT':<20}{'EXPECTED':<10}{'RESULT':<10}BY")
 
     def show(row) -> None:
+        gate = f"{row.gate}[{row.variant}]" if row.variant else row.gate
         if row.fault is None:
             result, by = ("PASS" if row.ok else "FAIL"), "all checks" if row.ok else ", ".join(row.failed_checks)
-            line = f"{row.gate:<16}{'(clean)':<20}{'pass':<10}{result:<10}{by}"
+            line = f"{gate:<22}{'(clean)':<20}{'pass':<10}{result:<10}{by}"
         else:
             result = "caught" if row.ok else "MISSED"
             by = ", ".join(row.failed_checks) or row.report.error or "no check failed"
-            line = f"{row.gate:<16}{row.fault:<20}{'fail':<10}{result:<10}{by}"
+            line = f"{gate:<22}{row.fault:<20}{'fail':<10}{result:<10}{by}"
         renderer.line(line, "green" if row.ok else "bold red")
         if row.report.traceback and debug:
             click.echo(row.report.traceback, err=True)
@@ -269,8 +270,9 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
         doc = {
             "nxgates": __version__,
             "passed": ok,
-            "kills": [{"gate": r.gate, "fault": r.fault, "ok": r.ok, "caught": r.fault is not None and r.ok,
-                       "failed_checks": r.failed_checks, "expected": list(r.expected)} for r in rows],
+            "kills": [{"gate": r.gate, "variant": r.variant, "fault": r.fault, "ok": r.ok,
+                       "caught": r.fault is not None and r.ok, "failed_checks": r.failed_checks,
+                       "expected": list(r.expected)} for r in rows],
             "gates": [reports.gate_json(r.report) for r in rows],
         }
         text = json.dumps(doc, indent=2) + "\n"

@@ -31,8 +31,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import numpy as np
@@ -58,13 +58,6 @@ def _distributed() -> Any:
     return distributed
 
 
-def dask_available() -> bool:
-    """``distributed`` can be imported (without importing it)."""
-    import importlib.util
-
-    return importlib.util.find_spec("distributed") is not None
-
-
 def local_cluster(n_workers: int) -> Any:
     """A LocalCluster of ``n_workers`` single-threaded worker processes on 127.0.0.1, dashboard off.
 
@@ -75,6 +68,34 @@ def local_cluster(n_workers: int) -> Any:
     return distributed.LocalCluster(
         n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1",
         silence_logs=logging.ERROR, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+
+
+_SESSIONS: list[dict[str, Any]] = []  #: open shared_local_cluster() sessions, innermost last
+
+
+@contextmanager
+def shared_local_cluster() -> Iterator[None]:
+    """Inside: pools without an address share one LocalCluster (started on first use, stopped on exit)
+    instead of each starting its own, so ``nxgates selftest`` pays for one cluster, not one per run."""
+    session: dict[str, Any] = {"cluster": None, "workers": 0}
+    _SESSIONS.append(session)
+    try:
+        yield
+    finally:
+        _SESSIONS.remove(session)
+        if session["cluster"] is not None:
+            with suppress(Exception):
+                session["cluster"].close(timeout=10)
+
+
+def _borrow_local_cluster(n_workers: int) -> Any:
+    session = _SESSIONS[-1]
+    if session["workers"] != n_workers:
+        if session["cluster"] is not None:
+            session["cluster"].close(timeout=10)
+        session["cluster"], session["workers"] = None, 0
+        session["cluster"], session["workers"] = local_cluster(n_workers), n_workers
+    return session["cluster"]
 
 
 class DaskWorkerPool(WorkerPool):
@@ -107,8 +128,11 @@ class DaskWorkerPool(WorkerPool):
         if scheduler is None:
             logging.getLogger("distributed").setLevel(logging.ERROR)  # a restarted worker is reported by us
             n = n_workers or auto_workers()
-            self._cluster = local_cluster(n)
-            client = distributed.Client(self._cluster, timeout=CONNECT_SECONDS)
+            if _SESSIONS:  # borrowed: the session, not this pool, stops it
+                cluster = _borrow_local_cluster(n)
+            else:
+                cluster = self._cluster = local_cluster(n)
+            client = distributed.Client(cluster, timeout=CONNECT_SECONDS)
             client.wait_for_workers(n, timeout=60)
             return client, sorted(client.scheduler_info(n_workers=-1)["workers"])[:n]
         try:

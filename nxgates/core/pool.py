@@ -44,6 +44,13 @@ def resolve(handle: Hashable) -> Any:
 POOL_FAULTS = ("single-worker", "drop-task")
 
 
+def dask_available() -> bool:
+    """``distributed`` (the ``dask`` extra) is installed; found without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
 def auto_workers() -> int:
     """Usable CPUs (affinity-aware), at least 2 so the parallel path is always exercised."""
     try:

@@ -27,10 +27,10 @@ import numpy as np
 
 from nxgates.core.memory import fmt_bytes, require
 from nxgates.core.mlp import Dims, example_grads, init_data
-from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, make_pool, resolve
+from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, dask_available, make_pool, resolve
 from nxgates.core.tape import F32, Tape
 from nxgates.errors import ConfigError
-from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, Variant
 
 #: Measured on 2 cores (make bench): threads hold the GIL between numpy calls and gain nothing at any size
 #: here; forked processes reach 1.6x at NP = 34k and 1.8x at NP = 203k, but cost a fork at start.
@@ -389,6 +389,20 @@ def save_grads(path: str, grads: np.ndarray) -> None:
         raise ConfigError(f"--save-grads {path}: cannot write: {exc.strerror or exc}") from None
 
 
+def selftest_variants() -> tuple[Variant, ...]:
+    """With the dask extra installed, the selftest proves the gate and every fault on Dask too (one shared
+    LocalCluster of 2 workers for those runs)."""
+    if not dask_available():
+        return ()
+
+    def one_cluster():
+        from nxgates.core.dask_pool import shared_local_cluster
+
+        return shared_local_cluster()
+
+    return (Variant("dask", {"executor": "dask", "workers": 2}, one_cluster),)
+
+
 GATE = GateDef(
     params=PARAMS,
     checks=(T1, T2, T3, T4),
@@ -396,4 +410,5 @@ GATE = GateDef(
     faults=FAULTS,
     validate=validate,
     options=("save_grads", "compare_grads", "scheduler"),
+    selftest_variants=selftest_variants,
 )
