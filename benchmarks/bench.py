@@ -134,6 +134,12 @@ def main() -> int:
     else:
         print("\n(torch peer not measured: `make peer-venv` installs torch into .venv-peer, for the benchmark only)")
 
+    # ---- dask: cluster start-up, parallel pass next to processes (benchmarks/bench_dask.py) -------------
+    from bench_dask import measure as measure_dask
+
+    results["dask"], dask_targets = measure_dask(child)
+    targets += dask_targets
+
     # ---- start-up ----------------------------------------------------------------------------------
     nx = wall([str(ROOT / ".venv/bin/nxgates"), "run", "lora", "-q"], 15)
     base = wall([sys.executable, "-c", "import numpy, click, rich"], 15)
