@@ -180,3 +180,15 @@ def test_host_barrier_releases_all_parties_and_breaks_on_timeout_or_abort():
         assert time.monotonic() - t0 < 2
     finally:
         os.unlink(aborted.path)
+
+
+def test_without_distributed_the_cli_exits_2_with_one_line(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from nxgates.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    r = CliRunner().invoke(cli, ["run", "parallel-grad", "--executor", "dask"], catch_exceptions=False)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr == "nxgates: error: executor=dask needs the optional 'dask' extra: pip install 'nxgates[dask]'\n"
