@@ -27,6 +27,7 @@ import fcntl
 import logging
 import mmap
 import os
+import signal
 import tempfile
 import threading
 import time
@@ -74,6 +75,23 @@ def local_cluster(n_workers: int) -> Any:
         return distributed.LocalCluster(
             n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1",
             silence_logs=logging.ERROR, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+
+
+@contextmanager
+def _interrupt_after() -> Iterator[None]:
+    """Ctrl-C while a LocalCluster starts is raised once the cluster exists, so it is closed rather than
+    left half-started (its worker processes and semaphores orphaned)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupted: list[object] = []
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 _SESSIONS: list[dict[str, Any]] = []  #: open shared_local_cluster() sessions, innermost last
@@ -134,10 +152,11 @@ class DaskWorkerPool(WorkerPool):
         if scheduler is None:
             logging.getLogger("distributed").setLevel(logging.ERROR)  # a restarted worker is reported by us
             n = n_workers or auto_workers()
-            if _SESSIONS:  # borrowed: the session, not this pool, stops it
-                cluster = _borrow_local_cluster(n)
-            else:
-                cluster = self._cluster = local_cluster(n)
+            with _interrupt_after():
+                if _SESSIONS:  # borrowed: the session, not this pool, stops it
+                    cluster = _borrow_local_cluster(n)
+                else:
+                    cluster = self._cluster = local_cluster(n)
             client = distributed.Client(cluster, timeout=CONNECT_SECONDS)
             client.wait_for_workers(n, timeout=60)
             return client, sorted(client.scheduler_info(n_workers=-1)["workers"])[:n]

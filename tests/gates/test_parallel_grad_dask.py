@@ -182,22 +182,25 @@ def test_ctrl_c_and_timeout_leave_no_worker_process_behind(tmp_path):
     script = shutil.which("nxgates", path=str(BIN))
     tag = uuid.uuid4().hex
     env = {**os.environ, "NXGATES_TEST_TAG": tag}
-    proc = subprocess.Popen([script, "run", "parallel-grad", "--executor", "dask", "--preset", "medium",
-                             "--repeat", "3"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while len(tagged_processes(tag)) < 3 and time.monotonic() < deadline:  # the run and 2 workers
-            time.sleep(0.05)
-        time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    psutil.wait_procs(tagged_processes(tag), timeout=10)
-    assert tagged_processes(tag) == []
+    # Ctrl-C while the LocalCluster starts (its first worker process is up), then while the gate runs
+    for processes, settle in ((2, 0.0), (3, 0.3)):
+        proc = subprocess.Popen([script, "run", "parallel-grad", "--executor", "dask", "--preset", "medium",
+                                 "--repeat", "3"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while len(tagged_processes(tag)) < processes and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(settle)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        assert proc.returncode == 130, err
+        assert err.splitlines()[-1] == "nxgates: interrupted; writing the reports of finished gates", err
+        assert "Traceback" not in err and "leaked" not in err
+        psutil.wait_procs(tagged_processes(tag), timeout=10)
+        assert tagged_processes(tag) == []
 
     r = subprocess.run([script, "run", "parallel-grad", "--executor", "dask", "--preset", "medium", "--timeout",
                         "0.5"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
