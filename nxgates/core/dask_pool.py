@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -146,6 +147,7 @@ class DaskWorkerPool(WorkerPool):
         self._batches: set[Any] = set()  #: batches in flight (a delivered one is released: its rows leave the worker)
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord, Callable | None]]] = {}
         self._queue_lock = threading.Lock()
+        self._fetchers = ThreadPoolExecutor(max(1, len(addresses)), thread_name_prefix="nxgates-dask-fetch")
         super().__init__(len(addresses), fault)
 
     def _connect(self, distributed: Any, n_workers: int, scheduler: str | None) -> tuple[Any, list[str]]:
@@ -215,7 +217,8 @@ class DaskWorkerPool(WorkerPool):
                 workers=[self.addresses[worker]], allow_other_workers=True, pure=False,
                 key=f"nxgates-batch-{worker}-{uuid.uuid4().hex}")
             self._batches.add(future)
-            future.add_done_callback(lambda f, its=items: self._finish_batch(its, f))
+            # fetched on a thread per worker, so the workers' rows travel back at the same time
+            future.add_done_callback(lambda f, its=items: self._fetchers.submit(self._finish_batch, its, f))
 
     def _finish_batch(self, items: list, future: Any) -> None:
         try:
@@ -255,6 +258,8 @@ class DaskWorkerPool(WorkerPool):
         self._shutdown()
 
     def _shutdown(self) -> None:
+        if getattr(self, "_fetchers", None) is not None:
+            self._fetchers.shutdown(wait=False, cancel_futures=True)
         client, cluster = self._client, self._cluster
         self._client = self._cluster = None
         if client is not None:

@@ -73,6 +73,7 @@ class Job:
     t: np.ndarray
     outputs: list[np.ndarray]
     fault: str | None
+    remote: bool = False  #: a copy on a remote worker: its tasks return their rows
     w1_t: np.ndarray | None = None
     shared_arena: Tape | None = None
     barrier: Any = None
@@ -84,12 +85,15 @@ class Job:
     def __getstate__(self) -> dict:
         """What travels to a remote worker (dask): weights, inputs and faults, never the output arrays
         (its tasks return their rows instead) nor this process's lock and per-worker state."""
-        state = dict(self.__dict__, outputs=None, arenas={}, first_done=set(), evaluations={})
+        state = dict(self.__dict__, outputs=None, arenas={}, first_done=set(), evaluations={}, remote=True)
         del state["lock"]
         return state
 
     def __setstate__(self, state: dict) -> None:
+        """On a remote worker: outputs of its own, where tasks write rows they then return (only the pages
+        of this worker's rows are ever touched; pool start-up touches them, as for forked workers)."""
         self.__dict__.update(state, lock=threading.Lock())
+        self.outputs = [np.empty((self.x.shape[0], self.dims.n_params), F32) for _ in range(2)]
 
     def arena(self, worker: int) -> Tape:
         if self.shared_arena is not None:  # the planted defect: one arena for everybody
@@ -118,19 +122,19 @@ def prepare_task(ctx: tuple[int, list[int]], worker: int) -> None:
     handle, rows = ctx
     job = resolve(handle)
     job.arena(worker)
-    for g in job.outputs or ():
+    for g in job.outputs:
         g[rows, ::1024] = np.nan
 
 
 def run_task(ctx: tuple[int, int, int], worker: int) -> np.ndarray | None:
     """Pool task: example ``b`` of the shared job into output ``which`` (module level so it pickles).
 
-    Where the output arrays are not reachable (a remote worker), the row is computed into a fresh array
-    and returned; the gate's ``on_result`` stores it.
+    On a remote worker (a copy of the job, whose outputs are the worker's own) the row is also returned:
+    the gate's ``on_result`` stores it in the gate's array.
     """
     handle, which, b = ctx
     job = resolve(handle)
-    row = job.outputs[which][b] if job.outputs is not None else np.empty(job.dims.n_params, F32)
+    row = job.outputs[which][b]
     between = None
     if job.barrier is not None and worker not in job.first_done:
         job.first_done.add(worker)
@@ -142,7 +146,7 @@ def run_task(ctx: tuple[int, int, int], worker: int) -> np.ndarray | None:
         if between is not None:
             job.barrier.abort()  # a task that died before the barrier must not keep the others waiting
         raise
-    return None if job.outputs is not None else row
+    return row if job.remote else None
 
 
 def store_row(rows: np.ndarray, b: int, row: np.ndarray | None) -> None:
