@@ -124,6 +124,8 @@ def _borrow_local_cluster(n_workers: int) -> Any:
 
 
 class DaskWorkerPool(WorkerPool):
+    """The worker pool on a Dask cluster: ``scheduler`` is its address, None a LocalCluster of our own."""
+
     kind = "dask"
 
     def __init__(self, n_workers: int = 0, fault: str | None = None, scheduler: str | None = None):
@@ -159,7 +161,7 @@ class DaskWorkerPool(WorkerPool):
                     cluster = _borrow_local_cluster(n)
                 else:
                     cluster = self._cluster = local_cluster(n)
-            client = distributed.Client(cluster, timeout=CONNECT_SECONDS)
+            client = self._client = distributed.Client(cluster, timeout=CONNECT_SECONDS)
             client.wait_for_workers(n, timeout=60)
             return client, sorted(client.scheduler_info(n_workers=-1)["workers"])[:n]
         try:
