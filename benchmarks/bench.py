@@ -202,6 +202,12 @@ def main() -> int:
 
     scale_rows(targets, results)
 
+    # ---- dask: cluster start-up, parallel pass next to processes (benchmarks/bench_dask.py) -------------
+    from bench_dask import measure as measure_dask
+
+    results["dask"], dask_targets = measure_dask(child)
+    targets += dask_targets
+
     # ---- start-up ----------------------------------------------------------------------------------
     nx = wall([str(ROOT / ".venv/bin/nxgates"), "run", "lora", "-q"], 15)
     base = wall([sys.executable, "-c", "import numpy, click, rich"], 15)

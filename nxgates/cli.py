@@ -253,7 +253,10 @@ def show_cmd(gate: str, config: str | None) -> None:
 @click.option("--inject", "fault", cls=OnceOption, default=None, metavar="FAULT",
               help="Plant a named defect; the gate must then FAIL (see `nxgates show GATE`). One per run.")
 @click.option("--executor", cls=OnceOption, default=None, metavar="NAME",
-              help="Shorthand for --set executor=NAME (gates with a worker pool: auto|thread|process).")
+              help="Shorthand for --set executor=NAME (gates with a worker pool: auto|thread|process|dask).")
+@click.option("--scheduler", cls=OnceOption, default=None, metavar="ADDRESS",
+              help="parallel-grad: run on this Dask cluster (executor=dask; default: $NXGATES_DASK_SCHEDULER, "
+                   "else a LocalCluster).")
 @click.option("--save-grads", cls=OnceOption, default=None, metavar="PATH",
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
 @click.option("--compare-grads", cls=OnceOption, default=None, metavar="PATH",
@@ -261,7 +264,8 @@ def show_cmd(gate: str, config: str | None) -> None:
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
-            timeout: float | None, fault: str | None, executor: str | None, save_grads: str | None,
+            timeout: float | None, fault: str | None, executor: str | None, scheduler: str | None,
+            save_grads: str | None,
             compare_grads: str | None, debug: bool) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates import registry, reports
@@ -275,8 +279,9 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     if executor is not None:
         sets = (*sets, f"executor={executor}")
     params = registry.effective_params(entries, preset, sets)
-    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads}
-    for opt, flag in (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads")):
+    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler}
+    for opt, flag in (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"),
+                      ("scheduler", "--scheduler")):
         if options[opt] is not None:
             takers = [e for e in entries if opt in e.gate.options]
             if not takers:
@@ -360,16 +365,17 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     if json_path == "-":
         require_stdout("the report")
     renderer = Renderer(human_stream(to_stderr=json_path == "-"))
-    renderer.line(f"{'GATE':<16}{'FAULT':<20}{'EXPECTED':<10}{'RESULT':<10}BY")
+    renderer.line(f"{'GATE':<22}{'FAULT':<20}{'EXPECTED':<10}{'RESULT':<10}BY")
 
     def show(row) -> None:
+        gate = f"{row.gate}[{row.variant}]" if row.variant else row.gate
         if row.fault is None:
             result, by = ("PASS" if row.ok else "FAIL"), "all checks" if row.ok else ", ".join(row.failed_checks)
-            line = f"{row.gate:<16}{'(clean)':<20}{'pass':<10}{result:<10}{by}"
+            line = f"{gate:<22}{'(clean)':<20}{'pass':<10}{result:<10}{by}"
         else:
             result = "caught" if row.ok else "MISSED"
             by = ", ".join(row.failed_checks) or row.report.error or "no check failed"
-            line = f"{row.gate:<16}{row.fault:<20}{'fail':<10}{result:<10}{by}"
+            line = f"{gate:<22}{row.fault:<20}{'fail':<10}{result:<10}{by}"
         renderer.line(line, "green" if row.ok else "bold red")
         if row.report.traceback and debug:
             click.echo(row.report.traceback, err=True)
@@ -385,8 +391,9 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
         doc = {
             "nxgates": __version__,
             "passed": ok,
-            "kills": [{"gate": r.gate, "fault": r.fault, "ok": r.ok, "caught": r.fault is not None and r.ok,
-                       "failed_checks": r.failed_checks, "expected": list(r.expected)} for r in rows],
+            "kills": [{"gate": r.gate, "variant": r.variant, "fault": r.fault, "ok": r.ok,
+                       "caught": r.fault is not None and r.ok, "failed_checks": r.failed_checks,
+                       "expected": list(r.expected)} for r in rows],
             "gates": [reports.gate_json(r.report) for r in rows],
         }
         text = json.dumps(doc, indent=2) + "\n"

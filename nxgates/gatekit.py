@@ -6,9 +6,11 @@ defaults and presets. The runner, the CLI and the reports see a gate only throug
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,6 +167,18 @@ class GateOutput:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """Another configuration ``nxgates selftest`` runs a gate and each of its faults under (e.g. an executor).
+
+    ``session`` is entered around those runs (e.g. one cluster they share, so the selftest stays cheap).
+    """
+
+    label: str
+    params: dict[str, ParamValue]
+    session: Callable[[], AbstractContextManager] = contextlib.nullcontext
+
+
+@dataclass(frozen=True)
 class GateDef:
     """A gate module's declaration. ``run`` must be deterministic for given params and fault."""
 
@@ -176,3 +190,5 @@ class GateDef:
     validate: Callable[[dict[str, ParamValue]], None] = lambda params: None
     #: extra `run` options this gate understands (e.g. save_grads), beyond --set/--preset
     options: tuple[str, ...] = ()
+    #: more configurations the selftest proves the gate under (computed when the selftest runs)
+    selftest_variants: Callable[[], tuple[Variant, ...]] = lambda: ()

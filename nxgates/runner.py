@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError
-from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
+from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext, Variant
 from nxgates.registry import GateEntry
 
 
@@ -153,6 +153,7 @@ class KillRow:
     fault: str | None
     report: GateReport
     expected: tuple[str, ...] = ()
+    variant: str = ""  #: the selftest variant's label ("" = the gate's defaults)
 
     @property
     def failed_checks(self) -> list[str]:
@@ -172,10 +173,12 @@ def selftest(entries: list[GateEntry], params: dict[str, dict[str, ParamValue]],
     rows = []
     for entry in entries:
         faults = [(None, None), *entry.gate.faults.items()]
-        for fault, spec in faults:
-            report = run_gate(entry, params[entry.name], fault=fault, timeout=timeout)
-            row = KillRow(entry.name, fault, report, spec.caught_by if spec else ())
-            rows.append(row)
-            if on_row is not None:
-                on_row(row)
+        for variant in (Variant("", {}), *entry.gate.selftest_variants()):
+            with variant.session():
+                for fault, spec in faults:
+                    report = run_gate(entry, {**params[entry.name], **variant.params}, fault=fault, timeout=timeout)
+                    row = KillRow(entry.name, fault, report, spec.caught_by if spec else (), variant.label)
+                    rows.append(row)
+                    if on_row is not None:
+                        on_row(row)
     return rows

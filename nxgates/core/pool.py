@@ -13,8 +13,9 @@ Two executors share this interface: ``thread`` (numpy releases the GIL inside la
 ``process`` (fork; arrays the tasks write must come from :meth:`WorkerPool.array`, shared memory mapped
 before the workers start). A gate talks to a pool only through ``share`` (hand the workers an object,
 get a small picklable handle), ``array``, ``barrier``, ``submit``, ``wait`` and the task records, and a
-task reaches shared state only through :func:`resolve`. A distributed executor (e.g. Dask) is one more
-subclass: ``share`` would scatter the object, ``array`` would gather the rows tasks write.
+task reaches shared state only through :func:`resolve`. A task's return value reaches the gate through
+``submit(..., on_result=...)``, called in the gate's process: that is how a remote executor that shares no
+memory with the gate (``dask``, :mod:`nxgates.core.dask_pool`) brings the rows back.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import itertools
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +35,12 @@ import numpy as np
 from nxgates.core.cpus import auto_workers  # noqa: F401 - re-exported: the pool's "auto"
 from nxgates.errors import ConfigError
 
-EXECUTORS = ("thread", "process")
-_SHARED: dict[int, Any] = {}  # what pools have shared, by handle; forked workers inherit it
+EXECUTORS = ("thread", "process", "dask")
+_SHARED: dict[Hashable, Any] = {}  # what pools have shared, by handle; forked workers inherit it
 _handles = itertools.count(1)
 
 
-def resolve(handle: int) -> Any:
+def resolve(handle: Hashable) -> Any:
     """In a task: the object a pool shared under ``handle``."""
     return _SHARED[handle]
 POOL_FAULTS = ("single-worker", "drop-task")
@@ -67,6 +68,13 @@ def check_workers(kind: str, n_workers: int) -> None:
                           "budget); use fewer workers or executor=thread")
 
 
+def dask_available() -> bool:
+    """``distributed`` (the ``dask`` extra) is installed; found without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
 @dataclass
 class TaskRecord:
     task: int
@@ -74,6 +82,7 @@ class TaskRecord:
     label: str
     done: bool = False
     error: str | None = None
+    address: str = ""  #: a remote executor's address of the worker that really ran the task
 
 
 @dataclass
@@ -87,6 +96,7 @@ class WorkerPool:
     """The thread executor; :class:`ProcessWorkerPool` overrides how a worker is made and how arrays are shared."""
 
     kind = "thread"
+    remote = False  #: tasks run where this process's memory is not: they return what they make
 
     def __init__(self, n_workers: int = 0, fault: str | None = None):
         if fault is not None and fault not in POOL_FAULTS:
@@ -110,6 +120,10 @@ class WorkerPool:
         """An array tasks may write; for processes it must be made before the first submit."""
         return np.empty(shape, dtype)
 
+    def common_array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        """Memory every worker sees as one array (only the shared-arena fault wants that)."""
+        return self.array(shape, dtype)
+
     def barrier(self, parties: int, timeout: float) -> Any:
         return threading.Barrier(parties, timeout=timeout)
 
@@ -132,8 +146,12 @@ class WorkerPool:
     def n_submitted(self) -> int:
         return self._submitted
 
-    def submit(self, fn: Callable[[Any, int], Any], ctx: Any, label: str = "", worker: int | None = None) -> int:
-        """Queue ``fn(ctx, worker)`` on the next worker in turn (or on ``worker``); returns the task number."""
+    def submit(self, fn: Callable[[Any, int], Any], ctx: Any, label: str = "", worker: int | None = None,
+               on_result: Callable[[Any], None] | None = None) -> int:
+        """Queue ``fn(ctx, worker)`` on the next worker in turn (or on ``worker``); returns the task number.
+
+        ``on_result(value)`` gets what ``fn`` returned, in this process, before the task counts as done.
+        """
         task = self._submitted
         worker = self.worker_for(task) if worker is None else worker
         record = TaskRecord(task, worker, label or f"task {task}")
@@ -144,12 +162,23 @@ class WorkerPool:
             return task  # the planted defect: accepted, never queued, never completes
         with self._cv:
             self._in_flight += 1
-        self._dispatch(worker, fn, ctx, record)
+        self._dispatch(worker, fn, ctx, record, on_result)
         return task
 
-    def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord) -> None:
+    def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
+                  on_result: Callable[[Any], None] | None) -> None:
         future = self._executors[worker].submit(fn, ctx, worker)
-        future.add_done_callback(lambda f, r=record: self._finish(r, _outcome(f)))
+        future.add_done_callback(lambda f, r=record: self._deliver(r, _outcome(f), f.result, on_result))
+
+    def _deliver(self, record: TaskRecord, error: BaseException | str | None, value: Callable[[], Any],
+                 on_result: Callable[[Any], None] | None) -> None:
+        """Hand a finished task's value to ``on_result`` (a failure there fails the task), then count it."""
+        if error is None and on_result is not None:
+            try:
+                on_result(value())
+            except Exception as exc:
+                error = exc
+        self._finish(record, error)
 
     def flush(self) -> None:
         """Hand queued tasks to the workers (the thread executor queues them at submit already)."""
@@ -157,13 +186,13 @@ class WorkerPool:
     def _drop_index(self) -> int:
         return self.n_workers + 1  # a task on the second worker, past the first round
 
-    def _finish(self, record: TaskRecord, error: BaseException | None) -> None:
+    def _finish(self, record: TaskRecord, error: BaseException | str | None) -> None:
         with self._cv:
             record.done = True
             if error is None:
                 self._completed += 1
             else:
-                record.error = f"{type(error).__name__}: {error}"
+                record.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
                 self._failed += 1
             self._in_flight -= 1
             self._cv.notify_all()
@@ -186,6 +215,19 @@ class WorkerPool:
 
     def workers_used(self, records: list[TaskRecord]) -> set[int]:
         return {r.worker for r in records if r.done and r.error is None}
+
+    def tasks_per_worker(self, records: list[TaskRecord]) -> dict[str, int]:
+        """Completed tasks per worker that really ran them (by index, or by address for a remote pool)."""
+        counts: dict[str, int] = {}
+        for r in records:
+            if r.done and r.error is None:
+                name = r.address or str(r.worker)
+                counts[name] = counts.get(name, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def health(self, records: list[TaskRecord]) -> tuple[list[str], dict[str, Any]]:
+        """What the pool saw go wrong beyond the task records (e.g. a lost worker): lines and metrics."""
+        return [], {}
 
     def close(self) -> None:
         """Stop the workers; joins them when nothing is in flight (a stuck task must not hang the exit)."""
@@ -224,22 +266,22 @@ class ProcessWorkerPool(WorkerPool):
         super().__init__(n_workers, fault)
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord]]] = {}
 
-    def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord) -> None:
-        self._queued.setdefault(worker, []).append((fn, ctx, record))
+    def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
+                  on_result: Callable[[Any], None] | None) -> None:
+        self._queued.setdefault(worker, []).append((fn, ctx, record, on_result))
 
     def flush(self) -> None:
         queued, self._queued = self._queued, {}
         with _stop_signals_deferred():  # a worker's first batch forks it
             for worker, items in queued.items():
-                records = [r for _, _, r in items]
-                future = self._executors[worker].submit(_run_batch, [(fn, ctx) for fn, ctx, _ in items], worker)
-                future.add_done_callback(lambda f, rs=records: self._finish_batch(rs, f))
+                future = self._executors[worker].submit(_run_batch, [(fn, ctx) for fn, ctx, _, _ in items], worker)
+                future.add_done_callback(lambda f, its=items: self._finish_batch(its, f))
 
-    def _finish_batch(self, records: list[TaskRecord], future: Future) -> None:
+    def _finish_batch(self, items: list, future: Future) -> None:
         error = _outcome(future)
-        errors = [error] * len(records) if error is not None else future.result()
-        for record, err in zip(records, errors, strict=True):
-            self._finish(record, err)
+        outcomes = [(error, None)] * len(items) if error is not None else future.result()
+        for (_, _, record, on_result), (err, value) in zip(items, outcomes, strict=True):
+            self._deliver(record, err, lambda v=value: v, on_result)
 
     def _make_executor(self, worker: int) -> Executor:
         from concurrent.futures import ProcessPoolExecutor
@@ -335,19 +377,25 @@ def _end_with_parent() -> None:
         pass  # without it, close() still terminates busy workers
 
 
-def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) -> list[BaseException | None]:
-    """Run a batch in a worker process; one task's exception does not stop the others."""
-    errors: list[BaseException | None] = []
+def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) -> list[tuple[Any, Any]]:
+    """Run a batch in a worker process: (exception or None, value) per task; one failure does not stop the rest."""
+    outcomes: list[tuple[Any, Any]] = []
     for fn, ctx in tasks:
         try:
-            fn(ctx, worker)
-            errors.append(None)
+            outcomes.append((None, fn(ctx, worker)))
         except Exception as exc:  # reported per task by the parent
-            errors.append(exc)
-    return errors
+            outcomes.append((exc, None))
+    return outcomes
 
 
-def make_pool(kind: str, n_workers: int = 0, fault: str | None = None) -> WorkerPool:
+def make_pool(kind: str, n_workers: int = 0, fault: str | None = None, scheduler: str | None = None) -> WorkerPool:
+    """A pool of ``kind``; ``scheduler`` (dask only) is an existing cluster's address, None = a LocalCluster."""
+    if kind == "dask":
+        from nxgates.core.dask_pool import DaskWorkerPool  # distributed is imported only for this executor
+
+        return DaskWorkerPool(n_workers, fault, scheduler)
+    if scheduler is not None:
+        raise ConfigError(f"a scheduler address applies to executor=dask, not executor={kind}")
     if kind == "thread":
         return WorkerPool(n_workers, fault)
     if kind == "process":

@@ -27,16 +27,17 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from nxgates.core.memory import fmt_bytes, require
 from nxgates.core.mlp import Dims, example_grads, init_examples, init_weights
-from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, check_workers, make_pool, resolve
+from nxgates.core.pool import EXECUTORS, WorkerPool, auto_workers, check_workers, dask_available, make_pool, resolve
 from nxgates.core.tape import F32, Tape
 from nxgates.errors import ConfigError
-from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, Variant
 from nxgates.safeio import regular_file
 
 #: Measured on 2 cores (make bench): threads hold the GIL between numpy calls and gain nothing at any size
@@ -49,7 +50,8 @@ PARAMS = {
     "O": IntParam("output width", min=1, max=1 << 20),
     "B": IntParam("examples in the batch (one pool task each)", min=2, max=1 << 20),
     "workers": IntParam("pool workers; 0 = usable CPUs, at least 2", min=0, max=1024),
-    "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), or auto (process from "
+    "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), dask (a LocalCluster, or "
+                            "--scheduler ADDRESS), or auto (process from "
                             f"NP >= {AUTO_PROCESS_PARAMS} up, where it pays)", ("auto", *EXECUTORS)),
 }
 
@@ -75,12 +77,15 @@ BARRIER_SECONDS = 10.0
 CHUNK_BYTES = 32 << 20
 
 
-def chunk_examples(n_params: int, n_workers: int, B: int) -> int:
+def chunk_examples(n_params: int, n_workers: int, B: int, remote: bool = False) -> int:
     """Examples per chunk: about :data:`CHUNK_BYTES` of gradient rows, in whole rounds of the workers.
 
     Whole rounds keep an example's parallel run and its re-run on the same worker (tasks are dealt
-    round-robin), as when the batch was one chunk.
+    round-robin), as when the batch was one chunk. A remote pool (dask) gets its copy of the job once,
+    inputs included, so it runs the batch as one chunk (it does not stream yet).
     """
+    if remote:
+        return B
     rows = CHUNK_BYTES // (4 * n_params)
     return min(B, max(n_workers, rows - rows % n_workers))
 
@@ -96,12 +101,26 @@ class Job:
     t: np.ndarray  #: (chunk, O)
     outputs: list[np.ndarray]  #: two (chunk, NP): the parallel pass and its re-run
     fault: str | None
+    remote: bool = False  #: a copy on a remote worker: its tasks return their rows
     shared_arena: Tape | None = None
     barrier: Any = None
     arenas: dict[int, Tape] = field(default_factory=dict)
     first_done: set[int] = field(default_factory=set)
     evaluations: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __getstate__(self) -> dict:
+        """What travels to a remote worker (dask): weights, inputs and faults, never the output arrays
+        (its tasks return their rows instead) nor this process's lock and per-worker state."""
+        state = dict(self.__dict__, outputs=None, arenas={}, first_done=set(), evaluations={}, remote=True)
+        del state["lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        """On a remote worker: outputs of its own, where tasks write rows they then return (only the pages
+        of this worker's rows are ever touched; pool start-up touches them, as for forked workers)."""
+        self.__dict__.update(state, lock=threading.Lock())
+        self.outputs = [np.empty((self.x.shape[0], self.dims.n_params), F32) for _ in range(2)]
 
     def arena(self, worker: int) -> Tape:
         if self.shared_arena is not None:  # the planted defect: one arena for everybody
@@ -133,22 +152,34 @@ def prepare_task(handle: int, worker: int) -> None:
         g[:, ::1024] = np.nan
 
 
-def run_task(ctx: tuple[int, int, int, int], worker: int) -> None:
+def run_task(ctx: tuple[Any, int, int, int], worker: int) -> np.ndarray | None:
     """Pool task: example ``b``, at ``slot`` of the current chunk, into output ``which`` (module level so it
-    pickles)."""
+    pickles).
+
+    On a remote worker (a copy of the job, whose outputs are the worker's own) the row is also returned:
+    the gate's ``on_result`` stores it in the gate's array.
+    """
     handle, which, slot, b = ctx
     job = resolve(handle)
+    row = job.outputs[which][slot]
     between = None
     if job.barrier is not None and worker not in job.first_done:
         job.first_done.add(worker)
         between = job.barrier.wait  # make every worker's first example overlap on the shared arena
     try:
-        example_grads(job.arena(worker), job.dims, job.w, job.x[slot], job.t[slot], job.outputs[which][slot],
+        example_grads(job.arena(worker), job.dims, job.w, job.x[slot], job.t[slot], row,
                       between=between, drift=job.drift(b), w1_t=job.w1_t)
     except Exception:
         if between is not None:
             job.barrier.abort()  # a task that died before the barrier must not keep the others waiting
         raise
+    return row if job.remote else None
+
+
+def store_row(rows: np.ndarray, b: int, row: np.ndarray | None) -> None:
+    """``on_result`` of a task: a row a remote worker returned lands in the gate's array."""
+    if row is not None:
+        rows[b] = row
 
 
 # ---- the gate ------------------------------------------------------------------------------------------
@@ -160,13 +191,16 @@ def validate(p: dict) -> None:
     dims = Dims(p["D"], p["H"], p["O"])
     workers = p["workers"] or auto_workers()
     check_workers(choose_executor(p["executor"], dims), workers)  # forks are capped: exit 2, not a hang
-    require(footprint_bytes(dims, workers, p["B"]), f"parallel-grad at D={p['D']} H={p['H']} O={p['O']} B={p['B']}")
+    remote = p["executor"] == "dask"  # (executor=auto with --scheduler is dask too; checked again at run time)
+    require(footprint_bytes(dims, workers, p["B"], remote),
+            f"parallel-grad at D={p['D']} H={p['H']} O={p['O']} B={p['B']}")
 
 
-def footprint_bytes(dims: Dims, workers: int, B: int) -> int:
+def footprint_bytes(dims: Dims, workers: int, B: int, remote: bool = False) -> int:
     """Planned memory: one chunk's gradient rows (parallel, re-run, serial, a saved file's) and inputs, the
-    weights, and an arena per worker plus the serial one. B enters only through the chunk size's cap."""
-    chunk = chunk_examples(dims.n_params, workers, B)
+    weights, and an arena per worker plus the serial one. B enters only through the chunk size's cap (a
+    remote pool's chunk is the batch)."""
+    chunk = chunk_examples(dims.n_params, workers, B, remote)
     rows = 4 * chunk * dims.n_params + chunk * (dims.D + dims.O)
     arenas = (workers + 1) * (2 * dims.arena + dims.n_w1)
     return 4 * (rows + arenas + dims.n_params + dims.n_w1)
@@ -178,10 +212,11 @@ def run(ctx: RunContext) -> GateOutput:
     B = p["B"]
     compare = GradReader.open(ctx.options.get("compare_grads"), B, dims.n_params)
     fault = ctx.fault
+    scheduler = ctx.options.get("scheduler")
     pool = None
     try:
-        pool = make_pool(choose_executor(p["executor"], dims), p["workers"],
-                         fault if fault in ("single-worker", "drop-task") else None)
+        pool = make_pool(choose_executor(p["executor"], dims, scheduler), p["workers"],
+                         fault if fault in ("single-worker", "drop-task") else None, scheduler)
         return _run(ctx, pool, dims, B, compare)
     finally:
         if pool is not None:
@@ -190,10 +225,13 @@ def run(ctx: RunContext) -> GateOutput:
             compare.close()
 
 
-def choose_executor(executor: str, dims: Dims) -> str:
-    """``auto``: processes where the per-example work amortises a fork, threads below that."""
+def choose_executor(executor: str, dims: Dims, scheduler: str | None = None) -> str:
+    """``auto``: dask given a scheduler address; else processes where the per-example work amortises a
+    fork, threads below that."""
     if executor != "auto":
         return executor
+    if scheduler:
+        return "dask"
     return "process" if dims.n_params >= AUTO_PROCESS_PARAMS else "thread"
 
 
@@ -236,15 +274,16 @@ class Tally:
 def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradReader | None) -> GateOutput:
     out = GateOutput()
     NP = dims.n_params
-    chunk = chunk_examples(NP, pool.n_workers, B)
+    chunk = chunk_examples(NP, pool.n_workers, B, pool.remote)
     job = Job(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
               pool.array((chunk, dims.O)), [pool.array((chunk, NP)) for _ in range(2)], ctx.fault)
     job.w[...] = init_weights(dims)
     job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
     if ctx.fault == "shared-arena":
-        shared = [pool.array((dims.arena,)) for _ in range(2)]
+        shared = [pool.common_array((dims.arena,)) for _ in range(2)]
         job.shared_arena = Tape(dims.arena, shared[0], shared[1])
         job.barrier = pool.barrier(min(pool.n_workers, chunk), BARRIER_SECONDS)
+    job.x[...], job.t[...] = init_examples(dims, 0, chunk)  # the first chunk's, before a remote copy is made
     handle = pool.share(job)
     out.info(f"nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the {pool.kind} pool;"
              " per-example grads bit-identical to serial)")
@@ -274,7 +313,12 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
     out.check(T1, *judge_t1(t1, B, NP))
 
     distinct = pool.workers_used(records)
+    pool_notes, pool_metrics = pool.health(records)
+    for note in pool_notes:
+        out.info(note)
     problems = _pool_problems(records, tally.waited, B, len(distinct), pool.n_workers)
+    if problems and pool_notes:
+        problems.append(pool_notes[0].strip())
     out.check(T2, not problems, "; ".join(problems) or
               f"{ran}/{B} tasks on {len(distinct)} distinct workers of {pool.n_workers}")
 
@@ -306,7 +350,11 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
         "parallel_seconds": tally.parallel_seconds,
         "pool_start_seconds": start.seconds,
         "chunk_examples": chunk,
+        "tasks_per_worker": pool.tasks_per_worker(records),
+        **pool_metrics,
     }
+    if pool.kind == "dask":
+        out.metrics.update(scheduler=pool.scheduler, cluster_start_seconds=pool.start_seconds)
     out.digest = digest
     out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
                  "per-example gradients bit-identical to serial.")
@@ -376,8 +424,8 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                 pool_ready()  # the workers' start-up, before their first task of a pass
                 for g in job.outputs:
                     g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row from an earlier chunk
-                first_pass = parallel_pass(ctx, pool, handle, 0, examples)
-                rerun = parallel_pass(ctx, pool, handle, 1, examples)
+                first_pass = parallel_pass(ctx, pool, handle, 0, examples, job.outputs[0])
+                rerun = parallel_pass(ctx, pool, handle, 1, examples, job.outputs[1])
                 tally.records += first_pass.records
                 tally.records2 += rerun.records
                 tally.waited, tally.waited2 = first_pass.waited, rerun.waited
@@ -410,14 +458,16 @@ def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradRea
         save.write(rows)
 
 
-def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: int, which: int, examples: range) -> PassResult:
+def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, which: int, examples: range,
+                  rows: np.ndarray) -> PassResult:
     """One parallel pass over ``examples`` (the current chunk), into output ``which``: a task per example,
     dealt round-robin, then a bounded wait for all of them."""
     first = len(pool.records)
     done_before = pool.n_completed()
     t0 = time.perf_counter()
     for slot, b in enumerate(examples):
-        pool.submit(run_task, (handle, which, slot, b), label=f"example {b}")
+        pool.submit(run_task, (handle, which, slot, b), label=f"example {b}",
+                    on_result=partial(store_row, rows, slot) if pool.remote else None)
     waited = _wait(ctx, pool, done_before, len(examples))
     return PassResult(pool.records[first:], waited, time.perf_counter() - t0)
 
@@ -581,11 +631,26 @@ class GradWriter:
             self.tmp = None
 
 
+def selftest_variants() -> tuple[Variant, ...]:
+    """With the dask extra installed, the selftest proves the gate and every fault on Dask too (one shared
+    LocalCluster of 2 workers for those runs)."""
+    if not dask_available():
+        return ()
+
+    def one_cluster():
+        from nxgates.core.dask_pool import shared_local_cluster
+
+        return shared_local_cluster()
+
+    return (Variant("dask", {"executor": "dask", "workers": 2}, one_cluster),)
+
+
 GATE = GateDef(
     params=PARAMS,
     checks=(T1, T2, T3, T4),
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("save_grads", "compare_grads"),
+    options=("save_grads", "compare_grads", "scheduler"),
+    selftest_variants=selftest_variants,
 )

@@ -8,6 +8,8 @@ from click.testing import CliRunner
 
 from nxgates import registry
 from nxgates.cli import cli
+from nxgates.core.pool import dask_available
+from nxgates.gates import parallel_grad as pg
 from nxgates.runner import run_gate
 
 
@@ -62,11 +64,16 @@ def test_selftest_exits_0_and_shows_every_fault_caught(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["selftest", "--json", "kills.json"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert r.stdout.splitlines()[-1] == "==== selftest: 3/3 clean gates passed, 9/9 faults caught -- GREEN"
+    # with the dask extra, parallel-grad is proven clean and with each of its 4 faults on Dask too
+    clean, faults = (4, 13) if dask_available() else (3, 9)
+    assert r.stdout.splitlines()[-1] == (f"==== selftest: {clean}/{clean} clean gates passed, {faults}/{faults} "
+                                         "faults caught -- GREEN")
     doc = json.loads((tmp_path / "kills.json").read_text())
     assert doc["passed"] is True
     assert {(k["gate"], k["fault"]) for k in doc["kills"] if k["fault"]} == set(fault_cases())
     assert all(k["ok"] for k in doc["kills"])
+    on_dask = {(k["gate"], k["fault"]) for k in doc["kills"] if k["variant"] == "dask"}
+    assert on_dask == ({("parallel-grad", f) for f in (None, *pg.FAULTS)} if dask_available() else set())
 
 
 def test_selftest_exits_1_when_a_gate_is_a_liar(tmp_path, monkeypatch):

@@ -1,0 +1,419 @@
+"""The ``dask`` executor: the worker pool on a real distributed engine (``distributed``), not a home-made one.
+
+Without an address the pool starts a ``LocalCluster`` of worker *processes* (one thread each, dashboard
+off, loopback only) and tears it down in :meth:`DaskWorkerPool.close`; with one it joins an existing
+cluster (``dask scheduler`` / ``dask worker ADDRESS``). Workers share no memory with the gate:
+
+* ``share`` sends the object once to every worker as a worker plugin, which registers it under its
+  handle in the worker process, so a task reaches it through :func:`nxgates.core.pool.resolve`. A plugin
+  rather than ``scatter(broadcast=True)``: the scheduler also installs it on a worker that joins later
+  (a lost worker's replacement), and its active memory manager cannot trim it down to one replica that a
+  dying worker takes with it.
+* a task's return value comes back and is handed to ``submit(..., on_result=...)`` in the gate's
+  process: the gradient rows travel back, the output arrays never travel out.
+* tasks are dealt round-robin like the local pools and pinned to their worker's address; a worker's
+  queued tasks go over as one Dask task (a Dask round trip costs far more than a small task), each still
+  run, counted and recorded on its own, with the address of the worker that *really* ran it.
+* a lost worker's tasks are re-run by Dask elsewhere (``allow_other_workers=True``): the records show
+  where, and :meth:`DaskWorkerPool.health` says which worker was lost and how many tasks moved.
+
+The shared-arena fault needs memory every worker maps: :func:`host_array` and :class:`HostBarrier`
+are files in ``/dev/shm`` that pickle as their path, so they work for workers on this host only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import mmap
+import os
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import numpy as np
+
+from nxgates.core.pool import _SHARED, TaskRecord, WorkerPool, auto_workers
+from nxgates.errors import ConfigError
+
+try:  # this module is imported only for executor=dask; without the extra the pool says what to install
+    from distributed.diagnostics.plugin import WorkerPlugin
+except ImportError:
+    WorkerPlugin = object
+
+CONNECT_SECONDS = 8.0  #: how long to try to reach a --scheduler address (and wait for its workers)
+SCHEDULER_ENV = "NXGATES_DASK_SCHEDULER"
+INSTALL_HINT = "executor=dask needs the optional 'dask' extra: pip install 'nxgates[dask]'"
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return distributed
+
+
+def local_cluster(n_workers: int) -> Any:
+    """A LocalCluster of ``n_workers`` single-threaded worker processes on 127.0.0.1, dashboard off.
+
+    The scheduler's remaining HTTP endpoints (health checks) listen on a free loopback port rather than
+    on 8787, so clusters of concurrent runs never collide.
+    """
+    distributed = _distributed()
+    import dask.config
+
+    # Dask's default MALLOC_TRIM_THRESHOLD_ freezes glibc's mmap threshold, so every large numpy temporary
+    # of the tape is a fresh mmap and page faults (measured: 128 examples at large took 0.9-1.1 s instead of
+    # 0.1-0.25 s). Unset it for our workers.
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return distributed.LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1",
+            silence_logs=logging.ERROR, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+
+
+@contextmanager
+def _interrupt_after() -> Iterator[None]:
+    """Ctrl-C while a LocalCluster starts is raised once the cluster exists, so it is closed rather than
+    left half-started (its worker processes and semaphores orphaned)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupted: list[object] = []
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+_SESSIONS: list[dict[str, Any]] = []  #: open shared_local_cluster() sessions, innermost last
+
+
+@contextmanager
+def shared_local_cluster() -> Iterator[None]:
+    """Inside: pools without an address share one LocalCluster (started on first use, stopped on exit)
+    instead of each starting its own, so ``nxgates selftest`` pays for one cluster, not one per run."""
+    session: dict[str, Any] = {"cluster": None, "workers": 0}
+    _SESSIONS.append(session)
+    try:
+        yield
+    finally:
+        _SESSIONS.remove(session)
+        if session["cluster"] is not None:
+            with suppress(Exception):
+                session["cluster"].close(timeout=10)
+
+
+def _borrow_local_cluster(n_workers: int) -> Any:
+    session = _SESSIONS[-1]
+    if session["workers"] != n_workers:
+        if session["cluster"] is not None:
+            session["cluster"].close(timeout=10)
+        session["cluster"], session["workers"] = None, 0
+        session["cluster"], session["workers"] = local_cluster(n_workers), n_workers
+    return session["cluster"]
+
+
+class DaskWorkerPool(WorkerPool):
+    """The worker pool on a Dask cluster: ``scheduler`` is its address, None a LocalCluster of our own."""
+
+    kind = "dask"
+    remote = True
+
+    def __init__(self, n_workers: int = 0, fault: str | None = None, scheduler: str | None = None):
+        distributed = _distributed()
+        scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
+        self.scheduler = scheduler or "local"
+        self._cluster = None
+        self._client = None
+        self._files: list[str] = []
+        t0 = time.perf_counter()
+        try:
+            self._client, addresses = self._connect(distributed, n_workers, scheduler)
+        except BaseException:
+            self._shutdown()
+            raise
+        self.start_seconds = time.perf_counter() - t0  #: cluster start-up (or connect) time
+        self.addresses = addresses  #: the planned worker of task n is addresses[n mod W]
+        self._seen = list(addresses)  #: every worker that ran a task; a record's worker is its index here
+        self._planned: dict[int, str] = {}
+        self._handles: list[str] = []  #: objects shared with the workers (one worker plugin each)
+        self._batches: set[Any] = set()  #: batches in flight (a delivered one is released: its rows leave the worker)
+        self._queued: dict[int, list[tuple[Callable, Any, TaskRecord, Callable | None]]] = {}
+        self._queue_lock = threading.Lock()
+        self._fetchers = ThreadPoolExecutor(max(1, len(addresses)), thread_name_prefix="nxgates-dask-fetch")
+        super().__init__(len(addresses), fault)
+
+    def _connect(self, distributed: Any, n_workers: int, scheduler: str | None) -> tuple[Any, list[str]]:
+        if scheduler is None:
+            logging.getLogger("distributed").setLevel(logging.ERROR)  # a restarted worker is reported by us
+            n = n_workers or auto_workers()
+            with _interrupt_after():
+                if _SESSIONS:  # borrowed: the session, not this pool, stops it
+                    cluster = _borrow_local_cluster(n)
+                else:
+                    cluster = self._cluster = local_cluster(n)
+            client = self._client = distributed.Client(cluster, timeout=CONNECT_SECONDS)
+            client.wait_for_workers(n, timeout=60)
+            return client, sorted(client.scheduler_info(n_workers=-1)["workers"])[:n]
+        try:
+            client = distributed.Client(scheduler, timeout=CONNECT_SECONDS)
+        except Exception as exc:  # refused, unresolvable, malformed, timed out: all the user's address
+            why = " ".join(str(exc).split())[:160] or type(exc).__name__
+            raise ConfigError(f"cannot reach the dask scheduler at {scheduler}: {why}") from None
+        self._client = client
+        try:
+            client.wait_for_workers(n_workers or 1, timeout=CONNECT_SECONDS)
+        except Exception:
+            have = len(client.scheduler_info(n_workers=-1)["workers"])
+            raise ConfigError(f"the dask scheduler at {scheduler} has {have} worker(s), {n_workers or 1} needed "
+                              f"(waited {CONNECT_SECONDS:g} s)") from None
+        addresses = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        return client, addresses[: n_workers or len(addresses)]
+
+    # ---- memory: nothing is shared with the gate's process -------------------------------------------------
+
+    def _make_executor(self, worker: int) -> Any:
+        return None  # the cluster's workers are the executors
+
+    def common_array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        arr = host_array(shape, dtype)
+        self._files.append(arr.path)
+        return arr
+
+    def barrier(self, parties: int, timeout: float) -> Any:
+        barrier = HostBarrier(parties, timeout)
+        self._files.append(barrier.path)
+        return barrier
+
+    def share(self, obj: Any) -> str:
+        """Send ``obj`` to every worker once (and to any that joins later); tasks reach it through
+        ``resolve(handle)``."""
+        handle = f"nxgates-{uuid.uuid4().hex}"
+        self._client.register_plugin(_SharedObject(handle, obj), name=handle)
+        self._handles.append(handle)
+        return handle
+
+    # ---- tasks ---------------------------------------------------------------------------------------------
+
+    def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
+                  on_result: Callable[[Any], None] | None) -> None:
+        self._planned[record.task] = self.addresses[worker]
+        with self._queue_lock:
+            self._queued.setdefault(worker, []).append((fn, ctx, record, on_result))
+
+    def flush(self) -> None:
+        with self._queue_lock:
+            queued, self._queued = self._queued, {}
+        for worker, items in queued.items():
+            future = self._client.submit(
+                _run_remote_batch, [(fn, ctx) for fn, ctx, _, _ in items], worker,
+                workers=[self.addresses[worker]], allow_other_workers=True, pure=False,
+                key=f"nxgates-batch-{worker}-{uuid.uuid4().hex}")
+            self._batches.add(future)
+            # fetched on a thread per worker, so the workers' rows travel back at the same time
+            future.add_done_callback(lambda f, its=items: self._fetchers.submit(self._finish_batch, its, f))
+
+    def _finish_batch(self, items: list, future: Any) -> None:
+        try:
+            address, packed = future.result()
+            outcomes = _unpack(packed)
+        except BaseException as exc:  # the batch itself failed (e.g. KilledWorker) or was cancelled
+            for _, _, record, _ in items:
+                self._finish(record, f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+            return
+        finally:
+            self._batches.discard(future)
+        if address not in self._seen:
+            self._seen.append(address)
+        for (_, _, record, on_result), (error, value) in zip(items, outcomes, strict=True):
+            record.worker, record.address = self._seen.index(address), address
+            self._deliver(record, error, lambda v=value: v, on_result)
+
+    def health(self, records: list[TaskRecord]) -> tuple[list[str], dict[str, Any]]:
+        """Workers that were planned but are gone, and the tasks Dask ran elsewhere than planned."""
+        moved = [r for r in records if r.done and r.address and r.address != self._planned.get(r.task)]
+        planned = {self._planned[r.task] for r in records if r.task in self._planned}
+        try:
+            alive = set(self._client.ncores())
+        except Exception:
+            alive = set()
+        lost = sorted(planned - alive)
+        lines = []
+        if lost:
+            lines.append(f" dask: {len(lost)} worker(s) lost ({', '.join(lost)}); {len(moved)} task(s) re-run on "
+                         "other workers")
+        elif moved:
+            lines.append(f" dask: {len(moved)} task(s) moved off their planned worker by the scheduler")
+        return lines, {"workers_lost": lost, "tasks_rerun": len(moved)}
+
+    def close(self) -> None:
+        """Cancel what is left, forget the shared objects on the workers, stop a LocalCluster; never raises."""
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        if getattr(self, "_fetchers", None) is not None:
+            self._fetchers.shutdown(wait=False, cancel_futures=True)
+        client, cluster = self._client, self._cluster
+        self._client = self._cluster = None
+        if client is not None:
+            with suppress(Exception):  # a dead or unreachable cluster: there is nothing left to clean
+                client.cancel(list(getattr(self, "_batches", ())))
+            for handle in getattr(self, "_handles", []) if cluster is None else ():
+                with suppress(Exception):  # a cluster that outlives the run forgets what it was sent
+                    client.unregister_worker_plugin(handle)
+            with suppress(Exception):
+                client.close(timeout=5)
+        if cluster is not None:
+            with suppress(Exception):
+                cluster.close(timeout=10)
+        for path in getattr(self, "_files", []):
+            with suppress(OSError):
+                os.unlink(path)
+
+
+def _run_remote_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]],
+                      worker: int) -> tuple[str, list[tuple[str | None, Any]]]:
+    """On a Dask worker: run the tasks; (this worker's address, (error text or None, value) per task)."""
+    from distributed import get_worker
+
+    outcomes: list[tuple[str | None, Any]] = []
+    for fn, ctx in tasks:
+        try:
+            outcomes.append((None, fn(ctx, worker)))
+        except Exception as exc:  # as text: an exception need not unpickle in the gate's process
+            outcomes.append((f"{type(exc).__name__}: {exc}", None))
+    return get_worker().address, _pack(outcomes)
+
+
+def _pack(outcomes: list[tuple[str | None, Any]]) -> Any:
+    """Equal-shape array results travel as one block (one frame on the wire, not one per task)."""
+    values = [v for _, v in outcomes]
+    if all(e is None for e, _ in outcomes) and values and all(isinstance(v, np.ndarray) for v in values) and len(
+            {(v.shape, v.dtype.str) for v in values}) == 1:
+        return np.stack(values)
+    return outcomes
+
+
+def _unpack(packed: Any) -> list[tuple[str | None, Any]]:
+    if isinstance(packed, np.ndarray):
+        return [(None, row) for row in packed]
+    return packed
+
+
+class _SharedObject(WorkerPlugin):
+    """A shared object in transit: on each worker, registered under its handle for :func:`resolve`."""
+
+    def __init__(self, handle: str, obj: Any):
+        self.handle, self.obj = handle, obj
+
+    def setup(self, worker: Any) -> None:
+        _SHARED[self.handle] = self.obj
+
+    def teardown(self, worker: Any) -> None:
+        _SHARED.pop(self.handle, None)
+
+
+# ---- memory every process on this host maps (the shared-arena fault) ---------------------------------------
+
+
+def _shm_dir() -> str:
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+def _map(path: str, nbytes: int) -> mmap.mmap:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        return mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
+    finally:
+        os.close(fd)
+
+
+class HostArray(np.ndarray):
+    """An array in a shared file mapping that pickles as its path: every process that unpickles it on this
+    host writes the same bytes. A view of it pickles as a copy, like any array."""
+
+    path: str = ""
+
+    def __reduce__(self):
+        if self.path and isinstance(self.base, mmap.mmap):
+            return _attach_host_array, (self.path, self.shape, self.dtype.str)
+        return np.asarray(self).__reduce__()
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.path = ""
+
+
+def host_array(shape: tuple[int, ...], dtype: Any = np.float32) -> HostArray:
+    dt = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    fd, path = tempfile.mkstemp(prefix="nxgates-arena-", dir=_shm_dir())
+    try:
+        os.ftruncate(fd, max(1, count * dt.itemsize))
+    finally:
+        os.close(fd)
+    return _attach_host_array(path, shape, dt.str)
+
+
+def _attach_host_array(path: str, shape: tuple[int, ...], dtype: str) -> HostArray:
+    dt = np.dtype(dtype)
+    buf = _map(path, max(1, int(np.prod(shape, dtype=np.int64)) * dt.itemsize))
+    arr = np.ndarray.__new__(HostArray, shape, dt, buffer=buf)  # its base is the mapping itself
+    arr.path = path
+    return arr
+
+
+class HostBarrier:
+    """``threading.Barrier`` for worker processes on one host that share nothing but a file: an arrival
+    counter and an abort flag in a shared mapping, counted under ``flock``. One use per party, as the
+    shared-arena fault needs; a timeout or :meth:`abort` raises ``BrokenBarrierError`` in every waiter."""
+
+    def __init__(self, parties: int, timeout: float, path: str | None = None):
+        self.parties, self.timeout = parties, timeout
+        if path is None:
+            fd, path = tempfile.mkstemp(prefix="nxgates-barrier-", dir=_shm_dir())
+            os.ftruncate(fd, 16)
+            os.close(fd)
+        self.path = path
+        self._state: np.ndarray | None = None
+
+    def __reduce__(self):
+        return HostBarrier, (self.parties, self.timeout, self.path)
+
+    def _counts(self) -> np.ndarray:
+        if self._state is None:
+            self._state = np.frombuffer(_map(self.path, 16), dtype=np.int64)  # [arrived, aborted]
+        return self._state
+
+    def _add(self, index: int, value: int) -> None:
+        state = self._counts()
+        with open(self.path, "rb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                state[index] += value
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def wait(self) -> None:
+        state = self._counts()
+        self._add(0, 1)
+        deadline = time.monotonic() + self.timeout
+        while state[0] < self.parties:
+            if state[1]:
+                raise threading.BrokenBarrierError
+            if time.monotonic() > deadline:
+                self.abort()
+                raise threading.BrokenBarrierError
+            time.sleep(0.0005)
+
+    def abort(self) -> None:
+        self._add(1, 1)
