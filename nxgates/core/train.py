@@ -14,21 +14,33 @@ import numpy as np
 
 from nxgates.core import q20
 from nxgates.core.q20 import S, tdiv
-from nxgates.core.tape import F32, tree_sum
+from nxgates.core.tape import F32
 
 
 def batch_mean(per_example: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     """``tree_sum`` over axis 0 (the examples) divided by float32(B); ``per_example`` is left intact.
 
-    ``scratch`` (same shape and dtype) spares a copy's allocation; it is overwritten.
+    The same pairing as ``tree_sum(buf, 0)`` (row k absorbs row ``k + n - n//2``), done on whole rows,
+    which are contiguous, and with the first halving written straight into ``scratch`` (at least
+    ``ceil(B/2)`` rows of the same width; overwritten) instead of copying the input first.
     """
     if per_example.dtype != F32:
         raise TypeError(f"per-example gradients are float32, got {per_example.dtype}")
-    B = per_example.shape[0]
+    n = per_example.shape[0]
+    if n == 1:
+        return per_example[0] / F32(1)
+    h = n // 2
     if scratch is None:
-        scratch = np.empty_like(per_example)
-    scratch[...] = per_example
-    return tree_sum(scratch, 0) / F32(B)
+        scratch = np.empty((n - h, *per_example.shape[1:]), F32)
+    np.add(per_example[:h], per_example[n - h : n], out=scratch[:h])
+    if n - h > h:  # odd: the middle row waits for the next round
+        scratch[h] = per_example[h]
+    n -= h
+    while n > 1:
+        h = n // 2
+        np.add(scratch[:h], scratch[n - h : n], out=scratch[:h])
+        n -= h
+    return scratch[0] / F32(per_example.shape[0])
 
 
 def sgd_step(w: np.ndarray, g: np.ndarray, lr: np.float32, ascent: bool = False) -> None:

@@ -62,7 +62,7 @@ def test_selftest_exits_0_and_shows_every_fault_caught(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["selftest", "--json", "kills.json"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert r.stdout.splitlines()[-1] == "==== selftest: 4/4 clean gates passed, 13/13 faults caught -- GREEN"
+    assert r.stdout.splitlines()[-1] == "==== selftest: 5/5 clean gates passed, 17/17 faults caught -- GREEN"
     doc = json.loads((tmp_path / "kills.json").read_text())
     assert doc["passed"] is True
     assert {(k["gate"], k["fault"]) for k in doc["kills"] if k["fault"]} == set(fault_cases())
