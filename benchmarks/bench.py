@@ -8,6 +8,8 @@ Prints a table, writes bench-results/bench.json, and exits 1 if a target is miss
 * parallel-grad, large preset: the parallel pass at least 1.7x faster than the serial pass (2 cores);
   peak memory within 2 GiB; per-example gradient throughput vs torch.func.vmap(grad) when .venv-peer
   exists (`make peer-venv`; torch is never a dependency).
+* training gates: lora-train large in about a second; lora-train and dp-train green at every preset;
+  dp-train's weights identical on the thread and process executors.
 * start-up: whole-process ``nxgates run lora`` at most 1.3x ``python -c "import numpy, click, rich"``.
 """
 
@@ -133,6 +135,29 @@ def main() -> int:
                         f"{peer['seconds'] / ours:.2f}x torch's"))
     else:
         print("\n(torch peer not measured: `make peer-venv` installs torch into .venv-peer, for the benchmark only)")
+
+    # ---- training gates (issue 10): seconds per preset and executor, the same weights everywhere -----------
+    print(f"\n{'training':<12}{'preset':<8}{'executor':<9}{'seconds':>9}{'passed':>8}{'peak RSS':>16}")
+    results["training"] = {}
+    for gate, executors in (("lora-train", (None,)), ("dp-train", ("thread", "process"))):
+        for preset in ("seed", "medium", "large"):
+            for executor in executors:
+                sets = [f"executor={executor}"] if executor else []
+                m = child({"gate": gate, "preset": preset, "sets": sets, "repeat": 3})
+                sec = median(r["seconds"] for r in m["runs"])
+                digest = m["runs"][0]["metrics"].get("weights_sha256") or m["runs"][0]["metrics"].get("A_sha256")
+                results["training"][f"{gate}/{preset}/{executor or '-'}"] = {
+                    "seconds": sec, "passed": all(r["passed"] for r in m["runs"]), "digest": digest,
+                    "rss_self": m["rss_self"], "rss_children": m["rss_children"]}
+                print(f"{gate:<12}{preset:<8}{executor or '-':<9}{sec:>9.3f}{str(m['runs'][0]['passed']):>8}"
+                      f"{m['rss_self'] / 2**20:>7.0f}+{m['rss_children'] / 2**20:.0f} MiB")
+    tr = results["training"]
+    targets.append(("lora-train large: about a second", tr["lora-train/large/-"]["seconds"] <= 1.5,
+                    f"{tr['lora-train/large/-']['seconds']:.2f} s"))
+    targets.append(("training gates green at every preset", all(v["passed"] for v in tr.values()), "all passed"))
+    dp_same = all(tr[f"dp-train/{p}/thread"]["digest"] == tr[f"dp-train/{p}/process"]["digest"]
+                  for p in ("seed", "medium", "large"))
+    targets.append(("dp-train: thread and process executors train to the same weights", dp_same, "sha256 equal"))
 
     # ---- start-up ----------------------------------------------------------------------------------
     nx = wall([str(ROOT / ".venv/bin/nxgates"), "run", "lora", "-q"], 15)

@@ -115,3 +115,17 @@ def test_validation():
         dp.validate({**SEED, "d4_examples": 9})
     with pytest.raises(Exception, match="memory budget"):
         dp.validate({**SEED, "D": 1 << 20, "H": 1 << 20})
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_diverging_rate_fails_d3_cleanly_and_stops_training(executor):
+    import json
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning escapes either
+        out = dp.run(ctx({**SEED, "lr_num": 1000000, "executor": executor}))
+    assert red(out) == {dp.D3}
+    assert "diverged: weights not finite after step 2" in next(c.detail for c in out.checks if c.name == dp.D3)
+    assert out.metrics["losses"][-1] is None and len(out.metrics["losses"]) == 3
+    json.dumps(out.metrics, allow_nan=False)
