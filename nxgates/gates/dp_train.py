@@ -17,6 +17,7 @@ memory and are updated in place between steps, so forked workers always read the
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -135,6 +136,7 @@ class Training:
     grads0: np.ndarray | None = None  #: step 0's per-example gradients (the serial run keeps them for D4)
     problem: str = ""  #: why a data-parallel run stopped early (a task raised or was lost)
     diverged: int | None = None  #: the step after which the weights stopped being finite (training stops)
+    seconds: float = 0.0
 
 
 class Trainer:
@@ -182,6 +184,7 @@ class Trainer:
         """``keep_rows``: how many of step 0's per-example gradient rows to keep (for D4)."""
         job = self.job
         run = Training(label, self.pool.n_workers if self.pool is not None else 0)
+        t0 = time.perf_counter()
         for s in range(steps):
             run.problem = self.per_example()
             if run.problem:
@@ -202,6 +205,7 @@ class Trainer:
                 break
             self.ctx.progress.advance()
             self.ctx.check_time()
+        run.seconds = time.perf_counter() - t0
         return run
 
 
@@ -279,6 +283,9 @@ def run(ctx: RunContext) -> GateOutput:
         "executor": executor,
         "lr": float(lr),
         "d4_worst_permil": v.worst,
+        "serial_seconds": serial.seconds,
+        "parallel_seconds": par.seconds,
+        "parallel_d2_seconds": par2.seconds,
     }
     out.digest = hashlib.sha256(digest.encode() + b"".join(np.float32(v).tobytes() for v in serial.losses)).hexdigest()
     out.green = ("DP-TRAIN GREEN -- data-parallel SGD on the worker pool is bit-identical to serial SGD at every "
