@@ -210,9 +210,11 @@ class Trainer:
 
 
 def finish_order(records: list[TaskRecord]) -> list[int]:
-    """The completion-order fault's order, made deterministic: worker by worker, each in its queue order."""
-    ordered = sorted(records, key=lambda r: (r.worker, r.task))
-    return [int(r.label.rsplit(" ", 1)[1]) for r in ordered]
+    """The completion-order fault's order, made deterministic: worker by worker, each in its queue order.
+
+    ``records`` are one step's tasks in submission order, so record ``b`` is example ``b``.
+    """
+    return sorted(range(len(records)), key=lambda b: (records[b].worker, records[b].task))
 
 
 # ---- the gate ------------------------------------------------------------------------------------------
@@ -275,7 +277,7 @@ def run(ctx: RunContext) -> GateOutput:
     final = serial.weights[-1]
     digest = hashlib.sha256(memoryview(final).cast("B")).hexdigest()
     out.metrics = {
-        "losses": [float(v) if np.isfinite(v) else None for v in serial.losses],  # JSON has no inf/NaN
+        "losses": [float(loss) if np.isfinite(loss) else None for loss in serial.losses],  # JSON: no inf/NaN
         "weights_sha256": digest,
         "steps": steps,
         "workers": par.workers,
@@ -287,7 +289,7 @@ def run(ctx: RunContext) -> GateOutput:
         "parallel_seconds": par.seconds,
         "parallel_d2_seconds": par2.seconds,
     }
-    out.digest = hashlib.sha256(digest.encode() + b"".join(np.float32(v).tobytes() for v in serial.losses)).hexdigest()
+    out.digest = hashlib.sha256(digest.encode() + b"".join(loss.tobytes() for loss in serial.losses)).hexdigest()
     out.green = ("DP-TRAIN GREEN -- data-parallel SGD on the worker pool is bit-identical to serial SGD at every "
                  "step, across worker counts; the loss falls and the batch gradient is right.")
     out.red = "DP-TRAIN RED -- data-parallel training is not correct (see FAIL lines)"

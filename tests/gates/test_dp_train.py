@@ -83,7 +83,7 @@ def test_stale_weights_differ_from_step_1_on_only():
 
 
 def test_finish_order_is_worker_by_worker():
-    records = [TaskRecord(task=10 + b, worker=b % 3, label=f"example {b}", done=True) for b in range(8)]
+    records = [TaskRecord(task=10 + b, worker=b % 3, label=f"task {b}", done=True) for b in range(8)]
     assert dp.finish_order(records) == [0, 3, 6, 1, 4, 7, 2, 5]
 
 
