@@ -2,7 +2,8 @@
 
 Deliberately scalar and naive, in the style of seed_lora.py, and sharing no code with nxgates: forward and
 backward are the seed's loops, then ``A[i] = A[i] - (lr_q * dA[i]) / S`` and the same for B (C's
-truncating division), both from the same step's gradients. Python ints never wrap, so agreeing with this
+truncating division), both from the same step's gradients; training stops at the first loss that does not
+fall. Python ints never wrap, so agreeing with this
 means nxgates' int64 path neither wrapped nor rounded differently.
 """
 
@@ -89,15 +90,16 @@ def seed_lora_train(T=3, DM=6, R=2, steps=10, lr_q=104858, DELTA=2097, TOLP=70):
             w = max(w, cdiv(abs(num - dW[i]) * 1000, maxabs))
         return w
 
-    losses = []
+    losses = [fwd()]
     for _ in range(steps):
-        losses.append(fwd())
         dA, dB = bwd()
         for i in range(DM * R):
             A[i] = A[i] - cdiv(lr_q * dA[i], S)
         for i in range(R * DM):
             B[i] = B[i] - cdiv(lr_q * dB[i], S)
-    losses.append(fwd())
+        losses.append(fwd())
+        if losses[-1] >= losses[-2]:  # the loss did not fall: training stops there
+            break
     dA, dB = bwd()
     worst_a, worst_b = worst(A, dA), worst(B, dB)
     return {"losses": losses, "A": A, "B": B, "W": W, "final_worst_permil": {"A": worst_a, "B": worst_b}}
