@@ -12,6 +12,10 @@ Prints a table, writes bench-results/bench.json, and exits 1 if a target is miss
 * scale (issue 11): parallel-grad's gate time at most 1.3x its timed passes (serial + 2 x parallel), its
   whole process at large within 0.8 s, its peak memory flat in B (B=4096 vs 256 within 1.3x) and xl within
   1 GiB; lora's fast gradcheck on 2 workers at least 1.7x one worker at large, and lora xl within 15 s.
+* training gates: lora-train large in about a second; lora-train and dp-train green at every preset;
+  dp-train's weights identical on the thread and process executors.
+* dask (benchmarks/bench_dask.py): cluster start-up, and its parallel pass at large within 1.5x of the
+  process executor's.
 """
 
 from __future__ import annotations
@@ -207,6 +211,29 @@ def main() -> int:
 
     results["dask"], dask_targets = measure_dask(child)
     targets += dask_targets
+
+    # ---- training gates (issue 10): seconds per preset and executor, the same weights everywhere -----------
+    print(f"\n{'training':<12}{'preset':<8}{'executor':<9}{'seconds':>9}{'passed':>8}{'peak RSS':>16}")
+    results["training"] = {}
+    for gate, executors in (("lora-train", (None,)), ("dp-train", ("thread", "process"))):
+        for preset in ("seed", "medium", "large"):
+            for executor in executors:
+                sets = [f"executor={executor}"] if executor else []
+                m = child({"gate": gate, "preset": preset, "sets": sets, "repeat": 3})
+                sec = median(r["seconds"] for r in m["runs"])
+                digest = m["runs"][0]["metrics"].get("weights_sha256") or m["runs"][0]["metrics"].get("A_sha256")
+                results["training"][f"{gate}/{preset}/{executor or '-'}"] = {
+                    "seconds": sec, "passed": all(r["passed"] for r in m["runs"]), "digest": digest,
+                    "rss_self": m["rss_self"], "rss_children": m["rss_children"]}
+                print(f"{gate:<12}{preset:<8}{executor or '-':<9}{sec:>9.3f}{str(m['runs'][0]['passed']):>8}"
+                      f"{m['rss_self'] / 2**20:>7.0f}+{m['rss_children'] / 2**20:.0f} MiB")
+    tr = results["training"]
+    targets.append(("lora-train large: about a second", tr["lora-train/large/-"]["seconds"] <= 1.5,
+                    f"{tr['lora-train/large/-']['seconds']:.2f} s"))
+    targets.append(("training gates green at every preset", all(v["passed"] for v in tr.values()), "all passed"))
+    dp_same = all(tr[f"dp-train/{p}/thread"]["digest"] == tr[f"dp-train/{p}/process"]["digest"]
+                  for p in ("seed", "medium", "large"))
+    targets.append(("dp-train: thread and process executors train to the same weights", dp_same, "sha256 equal"))
 
     # ---- start-up ----------------------------------------------------------------------------------
     nx = wall([str(ROOT / ".venv/bin/nxgates"), "run", "lora", "-q"], 15)

@@ -54,8 +54,9 @@ def init_examples(dims: Dims, first: int, stop: int) -> tuple[np.ndarray, np.nda
 
 
 def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.ndarray, out: np.ndarray,
-                  between=None, drift: int = 0, w1_t: np.ndarray | None = None) -> None:
-    """One example's forward and backward on ``tape``; writes [dW1 row-major, dW2 row-major] into ``out``.
+                  between=None, drift: int = 0, w1_t: np.ndarray | None = None) -> np.float32:
+    """One example's forward and backward on ``tape``; writes [dW1 row-major, dW2 row-major] into ``out``
+    and returns the example's loss (a trainer reports it; the gradient gates ignore it).
 
     ``between`` runs between forward and backward (the shared-arena fault's barrier); ``drift`` is the
     nondeterministic fault's hidden state (0 when the fault is off); ``w1_t`` is W1 transposed, made once
@@ -79,4 +80,6 @@ def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.nd
         between()
     tape.backward(loss)
     tape.grad(nW1), tape.grad(nW2)  # zero-fills a gradient nothing reached
+    value = F32(tape.val(loss))
     tape.reset()  # drop the records (their closures hold views of ``out``) so the arrays can be freed
+    return value

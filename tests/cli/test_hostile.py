@@ -112,7 +112,8 @@ def test_an_internal_error_is_exit_3_with_one_line(tmp_path, monkeypatch):
 
 
 KEYS = st.sampled_from(["T", "DM", "R", "delta", "tol_permil", "algorithm", "D", "H", "O", "B", "workers",
-                        "executor", "step_exp", "lora.T", "nope", "", " ", "=", "lora.", ".T"])
+                        "executor", "step_exp", "lora.T", "nope", "", " ", "=", "lora.", ".T",
+                        "steps", "lr_q", "lr_num", "lr_den", "d4_examples", "lora-train.DM"])
 VALUES = st.one_of(
     st.integers(-3, 12).map(str),
     st.sampled_from(["0", "-1", "1.5", "1e3", "", " ", "fast", "naive", "thread", "process", "nan",
@@ -121,7 +122,7 @@ VALUES = st.one_of(
 )
 SET_PAIRS = st.lists(st.tuples(KEYS, VALUES).map(lambda kv: f"{kv[0]}={kv[1]}"), max_size=4)
 GATES = st.lists(st.sampled_from(["lora", "lora-gradcheck", "parallel-grad", "ta-gradcheck", "all", "nope",
-                                  "LORA", "-"]), min_size=0, max_size=3)
+                                  "LORA", "-", "lora-train", "dp-train"]), min_size=0, max_size=3)
 EXTRA = st.lists(st.sampled_from(["-q", "-v", "--repeat", "2", "0", "--preset", "seed", "medium", "bogus",
                                   "--inject", "grad-bug", "drop-task", "--json", "-", "--junit", "--timeout",
                                   "30", "-1", "--executor", "thread", "--help"]), max_size=4)

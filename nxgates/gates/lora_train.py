@@ -1,0 +1,215 @@
+"""LoRA training in Q20 integers: the lora seed's "Train ONLY A,B", proven step by step.
+
+The lora gate proves the adapter gradients at the initial weights. This gate runs the training loop the
+seed names as the next step and proves what a gradient check cannot see: the update, its sign, which
+gradients it uses, and that the base stays frozen. Model, data, forward and backward are the lora gate's
+(the seed's integers); each step then updates only the adapter, both tensors from the same step's
+gradients, with C's truncating division: ``A[i] = A[i] - (lr_q * dA[i]) / S``, likewise ``B``.
+
+* L1 ``loss_q`` strictly decreases at every step (losses are exact integers, step 0 included).
+* L2 the base ``W`` is bit-identical after training.
+* L3 at the final weights, the gradients the training loop hands to its update pass the lora gate's
+  gradcheck (its rules, fast path) for A and B.
+* L4 a second training run from scratch ends with the same adapter digest.
+
+An intermediate that would leave int64's safe range stops the run (exit 2), never a wrapped number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from nxgates.core import q20
+from nxgates.core.train import q20_sgd_step
+from nxgates.errors import ResourceError
+from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gates import lora
+
+PARAMS = {
+    "T": lora.PARAMS["T"],
+    "DM": lora.PARAMS["DM"],
+    "R": lora.PARAMS["R"],
+    "steps": IntParam("training steps (each: forward, backward, update A and B)", min=1, max=1 << 16),
+    "lr_q": IntParam("learning rate in Q20 (104858 = 0.1)", min=1, max=1 << 40),
+    "delta": lora.PARAMS["delta"],
+    "tol_permil": lora.PARAMS["tol_permil"],
+}
+
+L1 = "L1 loss_q strictly decreases at every step"
+L2 = "L2 base W bit-identical after training"
+L3 = "L3 gradcheck of A and B at the final weights"
+L4 = "L4 second run from scratch: same adapter digest"
+
+FAULTS = {
+    "train-base": Fault("the update moves the frozen base W too (by its own gradient)", (L2,)),
+    "wrong-sign": Fault("gradient ascent: A and B move up their gradients", (L1,)),
+    "stale-grad": Fault("B is updated with the previous step's dB (the loss still falls at the seed size)",
+                        (L3,)),
+    "carry-state": Fault("the trainer keeps its adapter between runs: a second run resumes the first", (L4,)),
+}
+
+#: final A and B go into the JSON metrics as integer lists up to this many adapter cells
+LIST_CELLS = 4096
+
+
+class Trainer:
+    """One training loop over a :class:`lora.Model`; ``fault`` plants one of :data:`FAULTS`."""
+
+    def __init__(self, m: lora.Model, lr_q: int, fault: str | None = None):
+        self.m, self.lr_q, self.fault = m, lr_q, fault
+        self.xw = q20.matmul(m.x, m.W, "x@W")  # frozen: computed once (unless the base is trained)
+        self._previous_dB: np.ndarray | None = None
+
+    def forward(self) -> lora.Forward:
+        return lora.forward(self.m, self.xw)
+
+    def gradients(self, f: lora.Forward) -> tuple[np.ndarray, np.ndarray]:
+        """The gradients the update uses: the lora gate's backward (stale-grad: the previous dB for B)."""
+        dA, dB = lora.backward(self.m, f)
+        if self.fault == "stale-grad":
+            used = dB if self._previous_dB is None else self._previous_dB
+            self._previous_dB = dB
+            return dA, used
+        return dA, dB
+
+    def step(self, f: lora.Forward) -> None:
+        """Compute dA and dB at the current weights, then update both (and nothing else)."""
+        m = self.m
+        dA, dB = self.gradients(f)
+        ascent = self.fault == "wrong-sign"
+        if self.fault == "train-base":
+            dW = q20.matmul_per_term(m.x.T, q20.mul(f.y, 2, "dy = 2y"), "dW = x^T dy")
+            m.W = q20_sgd_step(m.W, dW, self.lr_q, "W")
+            self.xw = q20.matmul(m.x, m.W, "x@W")
+        m.A = q20_sgd_step(m.A, dA, self.lr_q, "A", ascent)
+        m.B = q20_sgd_step(m.B, dB, self.lr_q, "B", ascent)
+
+
+@dataclass
+class Training:
+    """One run: the model after ``steps`` updates, every loss, and the final forward and gradients."""
+
+    model: lora.Model
+    w_init: np.ndarray
+    losses: list[int]
+    final: lora.Forward
+    dA: np.ndarray
+    dB: np.ndarray
+
+    def adapter_digest(self) -> tuple[str, str]:
+        """sha256 of A's and of B's int64 little-endian bytes (row-major)."""
+        return tuple(hashlib.sha256(np.ascontiguousarray(t, "<i8").tobytes()).hexdigest()
+                     for t in (self.model.A, self.model.B))
+
+
+def train(T: int, DM: int, R: int, steps: int, lr_q: int, ctx: RunContext, fault: str | None = None,
+          carried: dict | None = None) -> Training:
+    """Up to ``steps`` updates from the seed's initial weights, stopping at the first loss that does not
+    fall (L1 has failed; going on would only run a rising loss into the int64 guard). ``carried`` is the
+    carry-state fault's memory."""
+    m = lora.init_model(T, DM, R)
+    if carried:  # the planted defect: resume the adapter an earlier run left behind
+        m.A, m.B = carried["A"].copy(), carried["B"].copy()
+    w_init = m.W.copy()
+    trainer = Trainer(m, lr_q, fault)
+    f = trainer.forward()
+    losses = [f.loss]
+    ctx.progress.start("training steps", steps)
+    for _ in range(steps):
+        trainer.step(f)
+        f = trainer.forward()
+        losses.append(f.loss)
+        ctx.progress.advance()
+        ctx.check_time()
+        if losses[-1] >= losses[-2]:
+            break  # L1 has failed: stop before a rising loss runs into the int64 guard
+    dA, dB = trainer.gradients(f)
+    if carried is not None:
+        carried.update(A=m.A.copy(), B=m.B.copy())
+    return Training(m, w_init, losses, f, dA, dB)
+
+
+def validate(p: dict) -> None:
+    lora.validate(p)
+
+
+def run(ctx: RunContext) -> GateOutput:
+    p = ctx.params
+    naming = f"T={p['T']} DM={p['DM']} R={p['R']} steps={p['steps']} lr_q={p['lr_q']} delta={p['delta']}"
+    try:
+        return _run(ctx, p)
+    except q20.Q20Overflow as exc:
+        raise ResourceError(f"lora-train at {naming}: {exc}; use a smaller lr_q, steps or sizes") from None
+
+
+def _run(ctx: RunContext, p: dict) -> GateOutput:
+    T, DM, R, steps, lr_q = p["T"], p["DM"], p["R"], p["steps"], p["lr_q"]
+    delta, tol = p["delta"], p["tol_permil"]
+    out = GateOutput()
+    out.info(f"=== nx_intfp_lora_train: train ONLY the LoRA adapter (rank {R}) in Q20 INTEGER, no float: "
+             f"{steps} steps of A -= (lr_q * dA) / S, lr_q={lr_q} ===")
+    carried = {} if ctx.fault == "carry-state" else None
+    run1 = train(T, DM, R, steps, lr_q, ctx, ctx.fault, carried)
+    for s, loss in enumerate(run1.losses):
+        out.info(f" step {s}: L_q32={loss}" + ("" if s == 0 else f" (delta {loss - run1.losses[s - 1]})"))
+
+    done = len(run1.losses) - 1
+    fell = run1.losses[-1] < run1.losses[-2]
+    out.check(L1, fell, f"{run1.losses[0]} -> {run1.losses[-1]} over {steps} steps" if fell
+              else f"loss did not fall at step {done} ({run1.losses[-2]} -> {run1.losses[-1]}); training stopped there")
+
+    changed = int(np.count_nonzero(run1.w_init != run1.model.W))
+    out.check(L2, changed == 0, f"W bit-identical ({DM * DM} cells)" if changed == 0
+              else f"{changed} of {DM * DM} cells of W changed during training")
+
+    m, f = run1.model, run1.final
+    ctx.progress.start("gradcheck cells", 2 * (DM * R + R * DM))
+    results = [lora.judge("A (lora)", run1.dA, lora.diffs_fast_a(m, f, delta, ctx), delta, tol),
+               lora.judge("B (lora)", run1.dB, lora.diffs_fast_b(m, f, delta, ctx), delta, tol)]
+    ctx.progress.stop()
+    for g in results:
+        for i in np.flatnonzero(g.rel > tol)[:16]:
+            out.detail(f" {g.name} cell {i} ana={g.analytic[i]} num={g.numeric[i]} rel={g.rel[i]}")
+        out.info(f" final {g.name}: {g.n_pass}/{g.cells} (worst={g.worst}permil of max|grad|={g.maxabs})")
+    out.check(L3, all(g.passed for g in results),
+              ", ".join(f"{g.name} {g.n_pass}/{g.cells} (worst={g.worst}permil)" for g in results))
+
+    run2 = train(T, DM, R, steps, lr_q, ctx, ctx.fault, carried)
+    (a1, b1), (a2, b2) = run1.adapter_digest(), run2.adapter_digest()
+    same = (a1, b1) == (a2, b2)
+    out.check(L4, same, f"A sha256 {a1[:16]}, B sha256 {b1[:16]} both runs" if same
+              else f"run 2 ended at A {a2[:16]} B {b2[:16]}, run 1 at A {a1[:16]} B {b1[:16]}")
+
+    trained = 2 * DM * R
+    out.green = (f"NX-INTFP-LORA-TRAIN GREEN -- {steps} integer steps train ONLY A,B: loss falls every step, "
+                 "base W frozen, final adapter grads gradchecked, reproducible.")
+    out.red = "NX-INTFP-LORA-TRAIN RED -- the adapter training loop is wrong (see FAIL lines)"
+    out.metrics = {
+        "losses": [int(v) for v in run1.losses],
+        "steps": steps,
+        "lr_q": lr_q,
+        "A_sha256": a1,
+        "B_sha256": b1,
+        "trained_params": trained,
+        "w_changed_cells": changed,
+        "final_worst_permil": {"A": results[0].worst, "B": results[1].worst},
+    }
+    if trained <= LIST_CELLS:
+        out.metrics["A"] = [int(v) for v in m.A.reshape(-1)]
+        out.metrics["B"] = [int(v) for v in m.B.reshape(-1)]
+    h = hashlib.sha256(" ".join(map(str, run1.losses)).encode())
+    h.update(f"{a1}{b1}".encode())
+    out.digest = h.hexdigest()
+    return out
+
+
+GATE = GateDef(
+    params=PARAMS,
+    checks=(L1, L2, L3, L4),
+    run=run,
+    faults=FAULTS,
+    validate=validate,
+)

@@ -1,0 +1,58 @@
+"""The training kernels: a reduction whose bits depend only on B, and the float32 and Q20 updates."""
+
+import numpy as np
+import pytest
+
+from nxgates.core import q20
+from nxgates.core.tape import F32, tree_sum
+from nxgates.core.train import batch_mean, q20_sgd_step, sgd_step
+
+
+def grads(B, n=37, seed=1):
+    return np.random.default_rng(seed).standard_normal((B, n)).astype(F32)
+
+
+@pytest.mark.parametrize("B", [1, 2, 3, 7, 8, 13])
+def test_batch_mean_is_the_pairwise_tree_over_examples(B):
+    g = grads(B)
+    expected = np.empty(g.shape[1], F32)
+    for j in range(g.shape[1]):  # the tree, cell by cell, on a 1-d copy
+        expected[j] = tree_sum(g[:, j].copy(), 0) / F32(B)
+    kept = g.copy()
+    assert batch_mean(g).view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+    assert np.array_equal(g, kept)  # the input is left intact
+
+
+def test_batch_mean_differs_from_a_left_fold_somewhere():
+    """The order matters in float32: a sequential sum over the same rows gives other bits (the fault's premise)."""
+    g = grads(13, n=400)
+    fold = g[0].copy()
+    for row in g[1:]:
+        fold = fold + row
+    assert np.any((fold / F32(13)).view(np.uint32) != batch_mean(g).view(np.uint32))
+
+
+def test_sgd_step_is_two_float32_roundings():
+    w = np.array([1.0, -2.0, 0.1], F32)
+    g = np.array([0.3, 0.7, -1e-3], F32)
+    lr = F32(1) / F32(3)
+    expected = w - (lr * g)
+    sgd_step(w, g, lr)
+    assert w.dtype == F32 and w.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+    sgd_step(w, g, lr, ascent=True)
+    assert w.view(np.uint32).tolist() == (expected + lr * g).view(np.uint32).tolist()
+
+
+def test_q20_step_truncates_toward_zero():
+    p = np.array([0, 0, 10], np.int64)
+    g = np.array([3, -3, 0], np.int64)
+    # (lr*g)/S with lr = S/2: 1.5 -> 1 and -1.5 -> -1 in C (numpy's floor would give -2)
+    assert q20_sgd_step(p, g, q20.S // 2, "t").tolist() == [-1, 1, 10]
+    assert q20_sgd_step(p, g, q20.S // 2, "t", ascent=True).tolist() == [1, -1, 10]
+
+
+def test_q20_step_refuses_to_wrap():
+    with pytest.raises(q20.Q20Overflow, match="A: lr_q \\* grad"):
+        q20_sgd_step(np.zeros(1, np.int64), np.array([1 << 40], np.int64), 1 << 30, "A")
+    with pytest.raises(q20.Q20Overflow, match="A: update"):
+        q20_sgd_step(np.array([(1 << 62) - 1], np.int64), np.array([-(1 << 30)], np.int64), q20.S, "A")
