@@ -276,6 +276,72 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     return 0 if ok else EXIT_FAIL
 
 
+# ---- crosscheck (issue 12): the work lives in nxgates/crosscheck.py ------------------------------------
+
+
+@cli.command("crosscheck")
+@click.argument("gate")
+@click.argument("log", metavar="LOG")
+@click.option("--source", default=None, metavar="FILE.nx",
+              help="Read the sizes and constants from the seed program that printed LOG.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a parameter (as for run).")
+@click.option("--preset", default=None, metavar="NAME", help="Parameter preset (as for run).")
+@_config_option
+@click.option("--json", "json_path", default=None, metavar="PATH", help="Write the JSON report here ('-' = stdout).")
+@click.option("--junit", "junit_path", default=None, metavar="PATH", help="Write JUnit XML here ('-' = stdout).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only FAIL lines and the verdict.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              metavar="SECONDS", help="Time limit for the recomputation.")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...], preset: str | None,
+                   config: str | None, json_path: str | None, junit_path: str | None, quiet: bool,
+                   timeout: float, debug: bool) -> int:
+    """Recompute every figure LOG (the stdout of GATE's seed program; '-' = stdin) states, and compare.
+
+    Exits 0 when every figure agrees, 1 on any disagreement, 2 when LOG is not a complete run of GATE in
+    the seed's format or --source constants cannot be read.
+    """
+    from nxgates import crosscheck as xc
+    from nxgates import reports
+    from nxgates.render import Renderer
+
+    entry = _registry(config).resolve(gate)
+    if entry.module not in xc.LOG_FORMATS:
+        known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
+        raise ConfigError(f"gate {entry.name!r} has no seed log format to crosscheck (crosscheck knows: {known})")
+    if json_path == "-" and junit_path == "-":
+        raise ConfigError("--json - and --junit - cannot both write to stdout")
+    reports.check_writable(json_path, "--json")
+    reports.check_writable(junit_path, "--junit")
+    params = xc.effective_params(entry, preset, sets, source)
+    parsed = xc.parse_log(xc.read_log(log), entry.module, f"log {log}")
+
+    human = sys.stderr if "-" in (json_path, junit_path) else sys.stdout
+    renderer = Renderer(human, quiet=quiet)
+    sizes = " ".join(f"{k}={v}" for k, v in params.items())
+    if not quiet:
+        renderer.line(f"# crosscheck {entry.name}: {log} against nxgates at {sizes} ({xc.describe_source(source)})",
+                      "bold")
+    report = xc.crosscheck(entry.name, entry.module, parsed, params, timeout=timeout, source=source)
+    for item in report.output.items:
+        if hasattr(item, "passed"):
+            if not (quiet and item.passed):
+                renderer.line(f"{'PASS' if item.passed else 'FAIL'} {item.name}: {item.detail}",
+                              "green" if item.passed else "bold red")
+        elif not quiet:
+            renderer.line(item.text)
+    checks = report.output.checks
+    if not quiet:
+        renderer.line(f"---- crosscheck {entry.name}: {sum(c.passed for c in checks)} / {len(checks)} figures "
+                      f"agree (the log's own verdict: {report.output.metrics['log_verdict']})")
+    renderer.line(report.verdict, "bold green" if report.passed else "bold red")
+    if json_path:
+        reports.write_text(json_path, reports.json_text([report]), "--json")
+    if junit_path:
+        reports.write_text(junit_path, reports.junit_text([report]), "--junit")
+    return 0 if report.passed else EXIT_FAIL
+
+
 def main() -> None:
     """The console script: like ``cli()``, but never waits at exit for a worker stuck past its timeout."""
     import threading
