@@ -95,11 +95,12 @@ def _registry(config: str | None):
 def list_cmd(config: str | None) -> None:
     """List the gates: name, aliases and what each proves."""
     reg = _registry(config)
-    rows = [(e.name, ", ".join(e.aliases) or "-", e.description) for e in reg.gates.values()]
-    width = [max(len(r[i]) for r in rows + [("GATE", "ALIASES", "")]) for i in range(2)]
-    click.echo(f"{'GATE':<{width[0]}}  {'ALIASES':<{width[1]}}  DESCRIPTION")
-    for name, aliases, desc in rows:
-        click.echo(f"{name:<{width[0]}}  {aliases:<{width[1]}}  {desc}")
+    rows = [(e.name, ", ".join(e.aliases) or "-", e.origin, f"BROKEN: {e.broken}" if e.broken else e.description)
+            for e in reg.everything()]  # plugin gates too (issue 12): FROM names their distribution
+    width = [max(len(r[i]) for r in rows + [("GATE", "ALIASES", "FROM", "")]) for i in range(3)]
+    click.echo(f"{'GATE':<{width[0]}}  {'ALIASES':<{width[1]}}  {'FROM':<{width[2]}}  DESCRIPTION")
+    for name, aliases, origin, desc in rows:
+        click.echo(f"{name:<{width[0]}}  {aliases:<{width[1]}}  {origin:<{width[2]}}  {desc}")
 
 
 @cli.command("show")
