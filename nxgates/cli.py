@@ -317,13 +317,13 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
     params = xc.effective_params(entry, preset, sets, source)
     parsed = xc.parse_log(xc.read_log(log), entry.module, f"log {log}")
 
+    report = xc.crosscheck(entry.name, entry.module, parsed, params, timeout=timeout, source=source)
     human = sys.stderr if "-" in (json_path, junit_path) else sys.stdout
     renderer = Renderer(human, quiet=quiet)
     sizes = " ".join(f"{k}={v}" for k, v in params.items())
     if not quiet:
         renderer.line(f"# crosscheck {entry.name}: {log} against nxgates at {sizes} ({xc.describe_source(source)})",
                       "bold")
-    report = xc.crosscheck(entry.name, entry.module, parsed, params, timeout=timeout, source=source)
     for item in report.output.items:
         if hasattr(item, "passed"):
             if not (quiet and item.passed):

@@ -9,7 +9,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from nxgates.cli import cli
 from tests.gates.seed_logs import lora_log, parallel_grad_log, serial_nonzero
 
 DATA = Path(__file__).parent.parent / "data"
@@ -322,3 +326,38 @@ def test_through_the_console_script_with_stdin(tmp_path):
     trunc = subprocess.run([SCRIPT, "crosscheck", "lora", "-"], input=lora_log()[:200], capture_output=True,
                            text=True, cwd=tmp_path, timeout=120)
     assert trunc.returncode == 2 and trunc.stdout == "" and trunc.stderr.count("\n") == 1
+
+
+def test_sizes_that_would_overflow_are_exit_2_before_any_output(cross, tmp_path):
+    src = edited(tmp_path, "nx_intfp_lora_gradcheck_gate.nx", {"DELTA: i64=2097": "DELTA: i64=1099511627776"})
+    assert_usage_error(cross("lora", lora_log(), "--source", src), "int64 overflow guard")
+    assert_usage_error(cross("lora", lora_log(), "--set", "T=100000", "--set", "DM=100000"), "memory budget")
+
+
+def test_a_flood_of_failing_cell_lines_is_one_disagreement_per_line_at_most(cross):
+    line = " A (lora) cell 3 ana=1 num=2 rel=3\n"
+    text = lora_log().replace(" A (lora): 12/12", line * 5000 + " A (lora): 12/12")
+    r = cross("lora", text, "-q")
+    assert r.exit_code == 1
+    assert len(fails(r)) <= 3 * 12 + 1
+    assert "FAIL A (lora) failing cells: log [3, 3, 3" in r.stdout and "(5000 in all)]" in r.stdout
+
+
+EDITS = st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 40), st.text(max_size=12)), min_size=1, max_size=4)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gate=st.sampled_from(["lora", "parallel-grad"]), edits=EDITS)
+def test_random_log_damage_never_traces_back(tmp_path, gate, edits):
+    """Cut, insert and overwrite anywhere in a seed log: exit 0, 1 or 2, never a traceback."""
+    text = lora_log() if gate == "lora" else PG_SEED
+    for at, cut, insert in edits:
+        at = at % (len(text) + 1)
+        text = text[:at] + insert + text[at + cut:]
+    (tmp_path / "damaged.log").write_text(text, encoding="utf-8", errors="surrogatepass")
+    r = CliRunner().invoke(cli, ["crosscheck", gate, str(tmp_path / "damaged.log")], catch_exceptions=True)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code in (0, 1, 2), (r.exit_code, r.output)
+    assert "Traceback" not in r.output
+    if r.exit_code == 2:
+        assert len(r.stderr.splitlines()) == 1 and r.stdout == "", r.output
