@@ -118,7 +118,8 @@ def show_cmd(gate: str, config: str | None) -> None:
         click.echo(f"  {key:<12} default {entry.defaults[key]!s:<8} {spec.describe():<24} {spec.doc}")
     click.echo("presets (--preset NAME):")
     for name, values in entry.presets.items():
-        shown = " ".join(f"{k}={v}" for k, v in values.items()) or "(the defaults: the seed's sizes)"
+        shown = " ".join(f"{k}={v}" for k, v in values.items()) or (
+            "(the defaults: the seed's sizes)" if entry.plugin_module is None else "(the defaults)")
         click.echo(f"  {name:<12} {shown}")
     click.echo("checks:")
     for check in g.checks:
@@ -297,7 +298,7 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
 def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...], preset: str | None,
                    config: str | None, json_path: str | None, junit_path: str | None, quiet: bool,
                    timeout: float, debug: bool) -> int:
-    """Recompute every figure LOG (the stdout of GATE's seed program; '-' = stdin) states, and compare.
+    """Recompute every figure in LOG, the stdout of GATE's seed program ('-' = stdin), and compare.
 
     Exits 0 when every figure agrees, 1 on any disagreement, 2 when LOG is not a complete run of GATE in
     the seed's format or --source constants cannot be read.

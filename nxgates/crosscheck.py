@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nxgates.errors import ConfigError, ResourceError
+from nxgates.errors import ConfigError, GateTimeout, ResourceError
 from nxgates.gatekit import GateOutput, ParamValue, RunContext
 from nxgates.runner import GateReport
 
@@ -380,8 +380,6 @@ def log_verdict(log: ParsedLog, module: str) -> str:
 def crosscheck(name: str, module: str, log: ParsedLog, params: dict[str, ParamValue], *,
                timeout: float | None = None, source: str | None = None) -> GateReport:
     """Recompute the log's figures; a report with one check per figure (``error`` set on a timeout)."""
-    from nxgates.errors import GateTimeout
-
     ctx = RunContext(params=dict(params), deadline=None if timeout is None else time.monotonic() + timeout)
     start = time.perf_counter()
     out = GateOutput()

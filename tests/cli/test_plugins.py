@@ -74,6 +74,7 @@ def test_example_plugin_runs_green_and_red_through_the_console_script(example_en
 def test_example_plugin_show_selftest_and_all(example_env):
     r = example_env("show", "q20-dot")
     assert r.returncode == 0 and "floor-division" in r.stdout and "large" in r.stdout
+    assert "  seed         (the defaults)" in r.stdout.splitlines()
     r = example_env("selftest", "q20-dot")
     assert r.returncode == 0, r.stdout
     assert "==== selftest: 1/1 clean gates passed, 2/2 faults caught -- GREEN" in r.stdout
