@@ -192,11 +192,12 @@ def list_cmd(config: str | None) -> None:
 
     require_stdout("the list")
     reg = _registry(config)
-    rows = [(e.name, ", ".join(e.aliases) or "-", e.description) for e in reg.gates.values()]
-    width = [max(len(r[i]) for r in rows + [("GATE", "ALIASES", "")]) for i in range(2)]
-    click.echo(f"{'GATE':<{width[0]}}  {'ALIASES':<{width[1]}}  DESCRIPTION")
-    for name, aliases, desc in rows:
-        click.echo(f"{name:<{width[0]}}  {aliases:<{width[1]}}  {desc}")
+    rows = [(e.name, ", ".join(e.aliases) or "-", e.origin, f"BROKEN: {e.broken}" if e.broken else e.description)
+            for e in reg.everything()]  # plugin gates too (issue 12): FROM names their distribution
+    width = [max(len(r[i]) for r in rows + [("GATE", "ALIASES", "FROM", "")]) for i in range(3)]
+    click.echo(f"{'GATE':<{width[0]}}  {'ALIASES':<{width[1]}}  {'FROM':<{width[2]}}  DESCRIPTION")
+    for name, aliases, origin, desc in rows:
+        click.echo(f"{name:<{width[0]}}  {aliases:<{width[1]}}  {origin:<{width[2]}}  {desc}")
 
 
 @cli.command("show")
@@ -220,7 +221,8 @@ def show_cmd(gate: str, config: str | None) -> None:
         click.echo(f"  {key:<12} default {entry.defaults[key]!s:<8} {spec.describe():<24} {spec.doc}")
     click.echo("presets (--preset NAME):")
     for name, values in entry.presets.items():
-        shown = " ".join(f"{k}={v}" for k, v in values.items()) or "(the defaults: the seed's sizes)"
+        shown = " ".join(f"{k}={v}" for k, v in values.items()) or (
+            "(the defaults: the seed's sizes)" if entry.plugin_module is None else "(the defaults)")
         click.echo(f"  {name:<12} {shown}")
     click.echo("checks:")
     for check in g.checks:
@@ -445,6 +447,78 @@ def _signals_held() -> Iterator[None]:
     finally:
         for name, handler in saved.items():
             signal.signal(getattr(signal, name), handler)
+
+
+# ---- crosscheck (issue 12): the work lives in nxgates/crosscheck.py ------------------------------------
+
+
+@cli.command("crosscheck")
+@click.argument("gate")
+@click.argument("log", metavar="LOG")
+@click.option("--source", default=None, metavar="FILE.nx",
+              help="Read the sizes and constants from the seed program that printed LOG.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a parameter (as for run).")
+@click.option("--preset", default=None, metavar="NAME", help="Parameter preset (as for run).")
+@_config_option
+@click.option("--json", "json_path", default=None, metavar="PATH", help="Write the JSON report here ('-' = stdout).")
+@click.option("--junit", "junit_path", default=None, metavar="PATH", help="Write JUnit XML here ('-' = stdout).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only FAIL lines and the verdict.")
+@click.option("--timeout", cls=OnceOption, type=float, default=600.0, show_default=True, callback=_timeout_seconds,
+              metavar="SECONDS", help="Time limit for the recomputation. inf = no limit.")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...], preset: str | None,
+                   config: str | None, json_path: str | None, junit_path: str | None, quiet: bool,
+                   timeout: float, debug: bool) -> int:
+    """Recompute every figure in LOG, the stdout of GATE's seed program ('-' = stdin), and compare.
+
+    Exits 0 when every figure agrees, 1 on any disagreement, 2 when LOG is not a complete run of GATE in
+    the seed's format or --source constants cannot be read.
+    """
+    from nxgates import crosscheck as xc
+    from nxgates import reports
+    from nxgates.render import Renderer
+
+    entry = _registry(config).resolve(gate)
+    if entry.module not in xc.LOG_FORMATS:
+        known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
+        raise ConfigError(f"gate {entry.name!r} has no seed log format to crosscheck (crosscheck knows: {known})")
+    if json_path == "-" and junit_path == "-":
+        raise ConfigError("--json - and --junit - cannot both write to stdout")
+    _distinct_files({"--json": json_path, "--junit": junit_path, "LOG": log, "--source": source})
+    reports.check_writable(json_path, "--json")
+    reports.check_writable(junit_path, "--junit")
+    params = xc.effective_params(entry, preset, sets, source)
+    parsed = xc.parse_log(xc.read_log(log), entry.module, f"log {log}")
+
+    report = xc.crosscheck(entry.name, entry.module, parsed, params, timeout=timeout, source=source)
+    from nxgates.streams import check_written, human_stream, require_stdout
+
+    if "-" in (json_path, junit_path):
+        require_stdout("the report")
+    human = human_stream(to_stderr="-" in (json_path, junit_path))
+    renderer = Renderer(human, quiet=quiet)
+    sizes = " ".join(f"{k}={v}" for k, v in params.items())
+    if not quiet:
+        renderer.line(f"# crosscheck {entry.name}: {log} against nxgates at {sizes} ({xc.describe_source(source)})",
+                      "bold")
+    for item in report.output.items:
+        if hasattr(item, "passed"):
+            if not (quiet and item.passed):
+                renderer.line(f"{'PASS' if item.passed else 'FAIL'} {item.name}: {item.detail}",
+                              "green" if item.passed else "bold red")
+        elif not quiet:
+            renderer.line(item.text)
+    checks = report.output.checks
+    if not quiet:
+        renderer.line(f"---- crosscheck {entry.name}: {sum(c.passed for c in checks)} / {len(checks)} figures "
+                      f"agree (the log's own verdict: {report.output.metrics['log_verdict']})")
+    renderer.line(report.verdict, "bold green" if report.passed else "bold red")
+    if json_path:
+        reports.write_text(json_path, reports.json_text([report]), "--json")
+    if junit_path:
+        reports.write_text(junit_path, reports.junit_text([report]), "--junit")
+    check_written(human)
+    return 0 if report.passed else EXIT_FAIL
 
 
 def main() -> None:

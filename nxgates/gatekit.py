@@ -1,7 +1,15 @@
-"""What a gate module declares (parameters, checks, faults) and what its run produces.
+"""The public API for writing a gate: what a gate module declares and what its run produces.
 
-A gate is one module under ``nxgates/gates/`` exposing ``GATE = GateDef(...)``; gates.toml gives its
-defaults and presets. The runner, the CLI and the reports see a gate only through these types.
+A gate is a module exposing ``GATE = GateDef(...)``: its parameters (:class:`IntParam`,
+:class:`ChoiceParam`), the names of its checks, its planted faults (:class:`Fault`) and a ``run`` function
+that gets a :class:`RunContext` and returns a :class:`GateOutput`. Built-in gates live under
+``nxgates/gates/`` with their defaults in gates.toml; a gate from another package also declares its default
+table ``TABLE`` and registers its module in the entry-point group ``nxgates.gates`` (see
+:mod:`nxgates.plugins` and the README's "Write your own gate"). The runner, the CLI and the reports see a
+gate only through these types, so everything ``nxgates run`` offers works the same for every gate.
+
+Stable for plugins: the names in ``__all__``. ``validate`` and ``run`` report bad parameters by raising
+:class:`ConfigError` (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nxgates.errors import ConfigError, GateTimeout
+
+__all__ = ["ChoiceParam", "ConfigError", "Fault", "GateDef", "GateOutput", "IntParam", "RunContext"]
 
 ParamValue = int | str
 _INT = re.compile(r"[+-]?[0-9]{1,30}")
@@ -145,12 +155,15 @@ class GateOutput:
     _clock: float = field(default_factory=time.perf_counter, repr=False)
 
     def info(self, text: str) -> None:
+        """A line always shown (the seed's own output lines)."""
         self.items.append(Line(text, "info"))
 
     def detail(self, text: str) -> None:
+        """A line hidden by ``-q`` (e.g. the cells that failed)."""
         self.items.append(Line(text, "detail"))
 
     def verbose(self, text: str) -> None:
+        """A line shown only with ``-v`` (e.g. every cell)."""
         self.items.append(Line(text, "verbose"))
 
     def check(self, name: str, passed: bool, detail: str = "", seconds: float | None = None) -> Check:
@@ -180,7 +193,11 @@ class Variant:
 
 @dataclass(frozen=True)
 class GateDef:
-    """A gate module's declaration. ``run`` must be deterministic for given params and fault."""
+    """A gate module's declaration. ``run`` must be deterministic for given params and fault.
+
+    ``checks`` names every check ``run`` may record (``GateOutput.check``), in order; each fault's
+    ``caught_by`` names checks from it; ``run`` plants ``ctx.fault`` when it is set and must then FAIL.
+    """
 
     params: dict[str, Param]
     checks: tuple[str, ...]

@@ -1,7 +1,8 @@
 """gates.toml: which gates exist, their defaults and presets, and how ``--set`` values become params.
 
-Gate modules are looked up by name among the modules of :mod:`nxgates.gates`; nothing from user text is
-imported or executed. Every problem becomes a :class:`ConfigError` with one line that names the file.
+Gate modules are looked up by name among the modules of :mod:`nxgates.gates` and the modules installed
+distributions registered (:mod:`nxgates.plugins`); nothing from user text is imported or executed. Every
+problem becomes a :class:`ConfigError` with one line that names the file.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ SEED_PRESET = "seed"
 ALL = "all"  #: `run all`: reserved, no gate or alias may be called this
 NAME_SHOWN = 60  #: characters of a user-given name echoed in an error
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
-_MODULE = re.compile(r"^[a-z][a-z0-9_]*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+BUILT_IN = "built-in"
 
 
 @dataclass
@@ -40,6 +42,9 @@ class GateEntry:
     raw_params: dict[str, Any] = field(default_factory=dict, repr=False)
     raw_presets: dict[str, Any] = field(default_factory=dict, repr=False)
     where: str = ""
+    origin: str = BUILT_IN  #: "built-in", or the distribution ("name version") a plugin gate comes from
+    plugin_module: str | None = None  #: set for a gate whose module an installed distribution registered
+    broken: str | None = None  #: why a plugin gate cannot be used (one line); asking for it is exit 2
     _gate: GateDef | None = field(default=None, repr=False)
     _defaults: dict[str, ParamValue] = field(default_factory=dict, repr=False)
     _presets: dict[str, dict[str, ParamValue]] = field(default_factory=dict, repr=False)
@@ -50,13 +55,30 @@ class GateEntry:
         return cls(name, name, name, (), _gate=gate, _defaults=dict(defaults), _presets={SEED_PRESET: {}})
 
     def _load(self) -> GateDef:
+        if self.broken is not None:
+            raise ConfigError(self.broken)
         if self._gate is None:
-            gate = importlib.import_module(f"nxgates.gates.{self.module}").GATE
-            defaults = _checked_params(f"{self.where}.params", gate, self.raw_params, complete=True)
+            raw_params, raw_presets = self.raw_params, self.raw_presets
+            if self.plugin_module is None:
+                gate = importlib.import_module(f"nxgates.gates.{self.module}").GATE
+            else:  # the plugin's own TABLE gives the defaults a gates.toml table does not override
+                from nxgates import plugins
+
+                reg = plugins.Registration(self.name, self.plugin_module, self.origin)
+                module = plugins.load_module(reg)
+                gate = plugins.check_gatedef(getattr(module, "GATE", None), self.where)
+                table = plugins.table_of(module, self.where)
+                if not isinstance(table.get("params"), dict) or not isinstance(table.get("presets", {}), dict):
+                    raise ConfigError(f"{self.where}: TABLE params and presets must be tables")
+                raw_params = {**table["params"], **raw_params}
+                raw_presets = {**table.get("presets", {}), **raw_presets}
+            defaults = _checked_params(f"{self.where}.params", gate, raw_params, complete=True)
             _validate(f"{self.where}.params", gate, defaults)
             presets: dict[str, dict[str, ParamValue]] = {SEED_PRESET: {}}
-            for pname, values in self.raw_presets.items():
+            for pname, values in raw_presets.items():
                 where = f"{self.where}.presets.{pname}"
+                if not isinstance(values, dict):
+                    raise ConfigError(f"{where}: must be a table")
                 presets[pname] = _checked_params(where, gate, values, complete=False)
                 try:  # a broken preset is refused now, not only when someone chooses it
                     gate.validate({**defaults, **presets[pname]})
@@ -86,27 +108,42 @@ class GateEntry:
 class Registry:
     source: str
     gates: dict[str, GateEntry]
+    _plugins: dict[str, GateEntry] | None = field(default=None, repr=False)
+
+    def plugins(self) -> dict[str, GateEntry]:
+        """The gates installed distributions register, scanned once and only when asked for."""
+        if self._plugins is None:
+            self._plugins = _plugin_entries(self)
+        return self._plugins
+
+    def everything(self) -> list[GateEntry]:
+        """The registry's gates in file order, then the plugin gates by name (broken ones included)."""
+        return [*self.gates.values(), *self.plugins().values()]
 
     def resolve(self, name: str) -> GateEntry:
-        """A gate by name or alias; unknown names list what exists."""
-        if name in self.gates:
-            return self.gates[name]
-        for entry in self.gates.values():
-            if name in entry.aliases:
-                return entry
-        known = ", ".join(sorted(self.gates))
+        """A gate by name or alias; the entry points are scanned only for a name that is not built in."""
+        entry = _find(self.gates, name) or _find(self.plugins(), name)
+        if entry is not None:
+            return entry
+        known = ", ".join(sorted({*self.gates, *self.plugins()}))
         raise ConfigError(f"unknown gate {shorten(name)!r} (known: {known}, or 'all')")
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[GateEntry]:
-        """``all`` expands to every gate in file order; duplicates collapse."""
+        """``all`` expands to every gate (file order, then plugins); duplicates collapse."""
         chosen: list[GateEntry] = []
         for name in names:
-            for entry in self.gates.values() if name == ALL else [self.resolve(name)]:
+            for entry in self.everything() if name == ALL else [self.resolve(name)]:
                 if entry not in chosen:
                     chosen.append(entry)
         for entry in chosen:
             entry.gate  # noqa: B018 - load and check each chosen gate before anything runs
         return chosen
+
+
+def _find(entries: dict[str, GateEntry], name: str) -> GateEntry | None:
+    if name in entries:
+        return entries[name]
+    return next((e for e in entries.values() if name in e.aliases), None)
 
 
 def default_config_path() -> Path | None:
@@ -159,29 +196,73 @@ def parse(text: str, source: str) -> Registry:
 
 
 def available_modules() -> set[str]:
-    """The gate modules nxgates ships: the only modules a registry may name."""
+    """The gate modules nxgates ships: the only modules a registry may name, besides registered plugins."""
     return {p.stem for p in GATES_DIR.glob("*.py") if not p.stem.startswith("_")}
 
 
-def _entry(source: str, name: str, table: Any) -> GateEntry:
-    where = f"{source}: [gates.{name}]"
+def _plugin_entries(registry: Registry) -> dict[str, GateEntry]:
+    """One entry per registered plugin gate, loaded and checked now so ``list`` can mark broken ones."""
+    from nxgates import plugins
+
+    taken = {n for e in registry.gates.values() for n in (e.name, *e.aliases)}
+    entries: dict[str, GateEntry] = {}
+    for reg in plugins.registrations():
+        entry = GateEntry(reg.name, reg.module, "", (), where=reg.where, origin=reg.dist, plugin_module=reg.module)
+        try:
+            if not _NAME.match(reg.name):
+                raise ConfigError(f"{reg.where}: gate names are lower-case letters, digits, '-' and '_'")
+            if reg.name in taken or reg.name in entries:
+                raise ConfigError(f"{reg.where}: the name {reg.name!r} is already a gate "
+                                  f"({'of ' + registry.source if reg.name in taken else 'of another plugin'})")
+            table = plugins.table_of(plugins.load_module(reg), reg.where)
+            entry = _entry(reg.where, reg.name, table, plugin=reg)
+            clash = set(entry.aliases) & (taken | set(entries))
+            if clash:
+                raise ConfigError(f"{reg.where}: alias {sorted(clash)[0]!r} is already a gate name or alias")
+            entry.gate  # noqa: B018 - check GATE and TABLE now: a broken plugin is listed as broken
+        except ConfigError as exc:
+            entry.broken = str(exc)
+        except Exception as exc:  # a plugin's validate() with a bug of its own
+            entry.broken = f"{reg.where}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        if entry.broken is not None:
+            entry.description, entry.aliases, entry._gate = "", (), None
+        entries[reg.name if reg.name not in entries else f"{reg.name} ({reg.dist})"] = entry
+        taken |= {entry.name, *entry.aliases}
+    return entries
+
+
+def _entry(source: str, name: str, table: Any, plugin: Any = None) -> GateEntry:
+    """A gates.toml table, or (``plugin`` given) a plugin's TABLE, whose module the entry point names."""
+    where = source if plugin is not None else f"{source}: [gates.{name}]"
     if not _NAME.match(name):
         raise ConfigError(f"{where}: gate names are lower-case letters, digits, '-' and '_'")
     if name == ALL:
         raise ConfigError(f"{where}: 'all' is reserved (`nxgates run all` runs every gate)")
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
-    allowed = {"module", "description", "aliases", "params", "presets"}
+    allowed = {"module", "description", "aliases", "params", "presets"} - ({"module"} if plugin else set())
     extra = sorted(set(table) - allowed)
     if extra:
         raise ConfigError(f"{where}: unknown field {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
-    for required in ("module", "description", "params"):
-        if required not in table:
-            raise ConfigError(f"{where}: missing field {required!r}")
-    module = table["module"]
-    if not isinstance(module, str) or not _MODULE.match(module) or module not in available_modules():
+    module = plugin.module if plugin is not None else table.get("module")
+    plugin_module, origin = None, BUILT_IN
+    if plugin is not None:
+        plugin_module, origin = plugin.module, plugin.dist
+    elif isinstance(module, str) and module not in available_modules() and _MODULE.match(module):
+        from nxgates import plugins  # only a module name that is not built in costs an entry-point scan
+
+        registered = {r.module: r for r in plugins.registrations()}
+        if module in registered:
+            plugin_module, origin = module, registered[module].dist
+    required = ("module", "description") if plugin_module else ("module", "description", "params")
+    for key in required if plugin is None else ("description", "params"):
+        if key not in table:
+            raise ConfigError(f"{where}: missing field {key!r}")
+    if plugin_module is None and (not isinstance(module, str) or not _MODULE.match(module)
+                                  or module not in available_modules()):
         known = ", ".join(sorted(available_modules()))
-        raise ConfigError(f"{where}: module {module!r} is not a gate module of nxgates (known: {known})")
+        raise ConfigError(f"{where}: module {module!r} is not a gate module of nxgates or of an installed plugin "
+                          f"(known: {known}, or a module an installed distribution registers)")
     description = table["description"]
     if not isinstance(description, str) or not description.strip():
         raise ConfigError(f"{where}: description must be a non-empty string")
@@ -190,7 +271,7 @@ def _entry(source: str, name: str, table: Any) -> GateEntry:
         raise ConfigError(f"{where}: aliases must be a list of gate names")
     if ALL in aliases:
         raise ConfigError(f"{where}: alias 'all' is reserved (`nxgates run all` runs every gate)")
-    params = table["params"]
+    params = table.get("params", {})
     if not isinstance(params, dict):
         raise ConfigError(f"{where}: params must be a table")
     presets = table.get("presets", {})
@@ -205,7 +286,8 @@ def _entry(source: str, name: str, table: Any) -> GateEntry:
         if pname == SEED_PRESET:
             raise ConfigError(f"{where}.presets.{pname}: 'seed' is reserved for the defaults in [gates.{name}.params]"
                               " (name the preset otherwise)")
-    return GateEntry(name, module, description.strip(), tuple(aliases), params, presets, where)
+    return GateEntry(name, module, description.strip(), tuple(aliases), params, presets, where, origin,
+                     plugin_module)
 
 
 def _checked_params(where: str, gate: GateDef, values: dict, complete: bool) -> dict[str, ParamValue]:
