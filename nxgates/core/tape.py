@@ -154,6 +154,9 @@ class Tape:
         if copy:
             n = self._new(tuple(data.shape))
             self.val(n)[...] = data
+        elif requires_grad and grad_out is None:  # its gradient needs arena room of its own
+            n = self._new(tuple(data.shape))
+            n.value_ref = data
         else:
             n = Node(self.top, tuple(data.shape), False, value_ref=data)
             self.nodes.append(n)
