@@ -157,11 +157,17 @@ def seed_worst_loss(T, DM, R, delta):
     return worst
 
 
+DELTAS_NEAR_THE_LIMIT = [(3, 6, 2, d) for d in (3 << 29, 1 << 30, 3 << 30, 5 << 30, 7 << 30, 1 << 31, 3 << 31,
+                                                5 << 31, 1 << 32)]
+DELTAS_NEAR_THE_LIMIT += [(4, 2, 2, 7 << 30), (4, 2, 2, 1 << 33)]  # only moving A takes L(+-delta) past 2^62
+
+
 @pytest.mark.parametrize("algorithm", ["fast", "naive"])
-@pytest.mark.parametrize("delta", [3 << 29, 1 << 30, 3 << 30, 5 << 30, 7 << 30, 1 << 31, 3 << 31, 5 << 31, 1 << 32])
-def test_a_run_refuses_where_the_seed_loss_would_leave_the_int64_range_and_is_exact_below(delta, algorithm):
-    params = {**ODD, "T": 3, "DM": 6, "delta": delta, "algorithm": algorithm}
-    if seed_worst_loss(3, 6, 2, delta) >= q20.LIMIT:
+@pytest.mark.parametrize("T,DM,R,delta", DELTAS_NEAR_THE_LIMIT)
+def test_a_run_refuses_where_the_seed_loss_would_leave_the_int64_range_and_is_exact_below(T, DM, R, delta,
+                                                                                        algorithm):
+    params = {**ODD, "T": T, "DM": DM, "R": R, "delta": delta, "algorithm": algorithm}
+    if seed_worst_loss(T, DM, R, delta) >= q20.LIMIT:
         with pytest.raises(ResourceError, match="int64 overflow guard"):
             lora.run(ctx(params))
         return
@@ -169,7 +175,7 @@ def test_a_run_refuses_where_the_seed_loss_would_leave_the_int64_range_and_is_ex
         out = lora.run(ctx(params))
     except ResourceError:
         return  # the guards are conservative: refusing a little early is allowed, a wrong number is not
-    seed = seed_lora(3, 6, 2, delta, 70)
+    seed = seed_lora(T, DM, R, delta, 70)
     for key in ("A", "B"):
         assert out.metrics[key]["numeric"] == seed[key]["numeric"]
 
