@@ -23,7 +23,7 @@ def test_tdiv_of_int64_minimum_by_three_is_negative():
 
 @pytest.mark.parametrize("d", [0, -1, -4])
 def test_tdiv_refuses_a_divisor_that_is_not_positive(d):
-    with pytest.raises(ValueError, match="tdiv divides by a positive integer"):
+    with pytest.raises(ValueError, match="^tdiv divides by a positive integer$"):
         q20.tdiv(np.array([5, -5]), d)
 
 
@@ -40,7 +40,7 @@ def test_overflow_error_names_the_computation_and_its_bound():
         q20.mul(np.array([1 << 31]), np.array([1 << 31]), "x@W")
     assert caught.value.what == "x@W"
     assert caught.value.bound == float(1 << 62)
-    assert "int64 overflow guard tripped in x@W (|value| could reach 4.61e+18 >= 2^62)" in str(caught.value)
+    assert str(caught.value) == "int64 overflow guard tripped in x@W (|value| could reach 4.61e+18 >= 2^62)"
 
 
 @pytest.mark.parametrize("kernel,args,name", [
@@ -102,10 +102,10 @@ def test_empty_operands_give_empty_results():
 
 
 def test_floats_are_refused_with_their_dtype():
-    with pytest.raises(TypeError, match="Q20 kernels take integers, got dtype float64"):
+    with pytest.raises(TypeError, match="^Q20 kernels take integers, got dtype float64$"):
         q20.mul(np.ones(2), np.ones(2))
 
 
 def test_per_term_shapes_must_agree():
-    with pytest.raises(ValueError, match=r"matmul_per_term shapes \(2, 3\) @ \(4, 1\)"):
+    with pytest.raises(ValueError, match=r"^matmul_per_term shapes \(2, 3\) @ \(4, 1\)$"):
         q20.matmul_per_term(np.ones((2, 3), dtype=np.int64), np.ones((4, 1), dtype=np.int64))

@@ -242,7 +242,7 @@ def test_an_expired_deadline_stops_a_run():
 
 def test_rank_equal_to_width_is_allowed():
     lora.validate({**ODD, "R": 5})
-    with pytest.raises(ConfigError, match="R=6 must not exceed DM=5"):
+    with pytest.raises(ConfigError, match=r"^R=6 must not exceed DM=5 \(a LoRA rank is at most the width\)$"):
         lora.validate({**ODD, "R": 6})
 
 
