@@ -154,7 +154,7 @@ class Tape:
         if copy:
             n = self._new(tuple(data.shape))
             self.val(n)[...] = data
-        elif requires_grad and grad_out is None:  # its gradient needs arena room of its own
+        elif grad_out is None:  # a referenced leaf's gradient (zeros for data) needs arena room of its own
             n = self._new(tuple(data.shape))
             n.value_ref = data
         else:

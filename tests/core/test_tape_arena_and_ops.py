@@ -20,6 +20,15 @@ def test_a_referenced_leaf_keeps_its_own_gradient():
     assert tape.grad(x).tolist() == [1.0, 2.0]
 
 
+def test_the_gradient_of_a_referenced_data_leaf_is_zero_and_its_own():
+    tape = Tape(16)
+    d = tape.leaf(np.array([1.0, 2.0], F32), requires_grad=False, copy=False)
+    x = tape.leaf(np.array([3.0, 4.0], F32))
+    tape.backward(tape.sum(tape.mul(d, x)))
+    assert tape.grad(d).tolist() == [0.0, 0.0]
+    assert tape.grad(x).tolist() == [1.0, 2.0]
+
+
 def bits(a) -> list[int]:
     return np.asarray(a, F32).view(np.uint32).reshape(-1).tolist()
 
