@@ -252,3 +252,19 @@ def test_the_memory_bound_asked_for_counts_three_copies_of_the_tensors_and_the_t
     lora.validate({**ODD, "T": 7, "DM": 11, "R": 3})
     tensors = 7 * 11 + 11 * 11 + 2 * 11 * 3
     assert asked == [(8 * (3 * tensors + 12 * 7 * 11 + 4 * 7 * 3 + (1 << 23)), "lora at T=7 DM=11 R=3")]
+
+
+def test_the_smallest_model_reports_two_thirds_of_its_parameters_trained():
+    out = lora.run(ctx({**ODD, "T": 1, "DM": 1, "R": 1}))
+    assert " params: base W frozen (1) + LoRA A,B trainable (2) = 666permil of full trained (PEFT) " in lines(out)[2]
+    assert out.metrics["peft_permil"] == 666
+
+
+def test_relative_error_is_per_mil_of_max_grad_and_of_one_when_every_gradient_is_zero():
+    """The seed's ``maxabs = max(1, max|ana|)``: a zero gradient still gives a finite, exact rel."""
+    g = lora.judge("A", np.zeros((1, 2), dtype=np.int64), np.array([2 * 5 * 3, 0]), 5, 70)
+    assert (g.maxabs, g.numeric.tolist(), g.rel.tolist()) == (1, [3, 0], [3000, 0])
+    g = lora.judge("A", np.array([1, 0]), np.array([0, 0]), 5, 70)
+    assert (g.maxabs, g.rel.tolist()) == (1, [1000, 0])
+    empty = lora.judge("A", np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 5, 70)
+    assert (empty.maxabs, empty.cells, empty.worst, empty.passed) == (1, 0, 0, True)
