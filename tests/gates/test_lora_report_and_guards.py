@@ -180,19 +180,21 @@ def test_a_run_refuses_where_the_seed_loss_would_leave_the_int64_range_and_is_ex
         assert out.metrics[key]["numeric"] == seed[key]["numeric"]
 
 
-@pytest.mark.parametrize("algorithm,fault,delta,log_limit,what", [
-    ("fast", None, 1, 20, "x@W"),
-    ("fast", None, 1, 40, "L = sum y^2"),
-    ("fast", None, 1, 41, "L(+-delta)"),
-    ("fast", None, 1 << 28, 41, "x * delta"),
-    ("fast", "missing-rescale", 1, 42, "|num - ana| * 1000"),
-    ("naive", None, 1, 41, "Lp - Lm"),
-    ("naive", None, 1 << 28, 41, "x@A"),
+@pytest.mark.parametrize("size,algorithm,fault,delta,limit,what", [
+    ((3, 6, 2), "fast", None, 1, 1 << 20, "x@W"),
+    ((3, 6, 2), "fast", None, 1, 1 << 40, "L = sum y^2"),
+    ((3, 6, 2), "fast", None, 1, 1 << 41, "L(+-delta)"),
+    ((3, 6, 2), "fast", None, 1 << 28, 1 << 41, "x * delta"),
+    ((1, 1, 1), "fast", None, 1 << 14, 5 << 34, "x@A +- x*delta"),
+    ((3, 6, 2), "fast", "missing-rescale", 1, 1 << 42, "|num - ana| * 1000"),
+    ((3, 6, 2), "naive", None, 1, 1 << 41, "Lp - Lm"),
+    ((3, 6, 2), "naive", None, 1 << 28, 1 << 41, "x@A"),
 ])
-def test_the_first_guard_to_trip_names_its_computation(monkeypatch, algorithm, fault, delta, log_limit, what):
+def test_the_first_guard_to_trip_names_its_computation(monkeypatch, size, algorithm, fault, delta, limit, what):
     """With the limit scaled down, the refusal says which intermediate would not have fit."""
-    monkeypatch.setattr(q20, "LIMIT", 1 << log_limit)
-    params = {**ODD, "T": 3, "DM": 6, "delta": delta, "algorithm": algorithm}
+    monkeypatch.setattr(q20, "LIMIT", limit)
+    T, DM, R = size
+    params = {**ODD, "T": T, "DM": DM, "R": R, "delta": delta, "algorithm": algorithm}
     with pytest.raises(ResourceError, match=rf"tripped in {re.escape(what)} \("):
         lora.run(ctx(params, fault=fault))
 
