@@ -86,8 +86,10 @@ def analytic(out, key):
     return out.metrics[key]["analytic"]
 
 
-def test_grad_bug_moves_one_cell_of_a_by_a_tenth_of_max_grad():
-    clean, bug = lora.run(ctx(ODD)), lora.run(ctx(ODD, fault="grad-bug"))
+@pytest.mark.parametrize("size", [(2, 5, 2), (3, 6, 2)])  # cell 0 of A positive, then negative
+def test_grad_bug_moves_one_cell_of_a_by_a_tenth_of_max_grad(size):
+    params = {**ODD, "T": size[0], "DM": size[1], "R": size[2]}
+    clean, bug = lora.run(ctx(params)), lora.run(ctx(params, fault="grad-bug"))
     want = analytic(clean, "A").copy()
     want[0] += max(abs(v) for v in want) // 10
     assert analytic(bug, "A") == want
