@@ -46,8 +46,10 @@ def as_q(a: np.ndarray | list | int) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def check_bound(bound: int | float | np.floating, what: str, limit: int = LIMIT) -> None:
-    """Raise :class:`Q20Overflow` unless ``bound`` (an upper bound of |value|) is below ``limit``."""
+def check_bound(bound: int | float | np.floating, what: str, limit: int | None = None) -> None:
+    """Raise :class:`Q20Overflow` unless ``bound`` (an upper bound of |value|) is below ``limit`` (default
+    :data:`LIMIT`, read at call time)."""
+    limit = LIMIT if limit is None else limit
     if not bound < limit:  # also catches NaN / inf
         raise Q20Overflow(what, float(bound), "2^62" if limit == LIMIT else "2^63 (less a margin)")
 
@@ -72,8 +74,8 @@ def tdiv(a: np.ndarray | int, d: int) -> np.ndarray:
     if d & (d - 1) == 0:  # a power of two, as S: shift, rounding negatives up first (no integer division)
         shift = d.bit_length() - 1
         return (a + ((a >> 63) & (d - 1))) >> shift
-    q = np.abs(a) // d  # |a| < 2^62 by the callers' guards, so np.abs cannot wrap
-    return np.where(a < 0, -q, q)
+    q, r = np.divmod(a, d)  # floor division: exact on all of int64 (np.abs would wrap on its minimum)
+    return q + ((r != 0) & (a < 0))  # a negative quotient with a remainder rounds up: toward zero
 
 
 def mul(a: np.ndarray, b: np.ndarray, what: str = "mul") -> np.ndarray:

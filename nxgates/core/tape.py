@@ -154,6 +154,9 @@ class Tape:
         if copy:
             n = self._new(tuple(data.shape))
             self.val(n)[...] = data
+        elif grad_out is None:  # a referenced leaf's gradient (zeros for data) needs arena room of its own
+            n = self._new(tuple(data.shape))
+            n.value_ref = data
         else:
             n = Node(self.top, tuple(data.shape), False, value_ref=data)
             self.nodes.append(n)

@@ -420,7 +420,7 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
              f"{trained * 1000 // total}permil of full trained (PEFT) L_q32={f.loss}")
     out.info(" gradcheck:")
 
-    ctx.progress.start("gradcheck cells", 2 * trained)
+    ctx.progress.start("gradcheck cells", trained)
     workers = gradcheck_workers(ctx.params.get("workers", 0), T, DM, R)
     if ctx.params["algorithm"] == "naive":
         diffs_a = diffs_naive(m, m.A, delta, ctx)

@@ -1,0 +1,275 @@
+"""What the lora gate reports, line by line, at a size other than the seed's; the exact effect of each
+planted fault; the overflow guards and where they refuse; progress and deadline checks; the memory bound."""
+
+import hashlib
+import re
+
+import numpy as np
+import pytest
+
+from nxgates.core import q20
+from nxgates.core.q20 import S
+from nxgates.errors import ConfigError, GateTimeout, ResourceError
+from nxgates.gatekit import Progress, RunContext
+from nxgates.gates import lora
+from tests.conftest import ctx
+from tests.gates.seed_lora import cdiv, seed_lora
+
+ODD = {"T": 2, "DM": 5, "R": 2, "delta": 2097, "tol_permil": 70, "algorithm": "fast"}
+
+
+def lines(out, level="info"):
+    return [i.text for i in out.items if getattr(i, "level", None) == level]
+
+
+def checks(out):
+    return {c.name: (c.passed, c.detail) for c in out.checks}
+
+
+@pytest.mark.parametrize("algorithm", ["fast", "naive"])
+def test_the_report_at_an_odd_size(algorithm):
+    out = lora.run(ctx({**ODD, "algorithm": algorithm}))
+    seed = seed_lora(2, 5, 2, 2097, 70)
+    assert lines(out) == [
+        "=== nx_intfp_lora_gradcheck: LoRA parameter-efficient fine-tuning (rank 2) in Q20 INTEGER, no float ===",
+        "",
+        " params: base W frozen (25) + LoRA A,B trainable (20) = 444permil of full trained (PEFT) "
+        f"L_q32={seed['loss_q']}",
+        " gradcheck:",
+        " A (lora): 10/10 (worst=1permil of max|grad|=118926)",
+        " B (lora): 10/10 (worst=0permil of max|grad|=202361)",
+        "",
+        " LoRA gradcheck: 20/20 cells correct",
+    ]
+    assert checks(out) == {
+        lora.CHECK_A: (True, "10/10 cells within 70permil (worst=1permil)"),
+        lora.CHECK_B: (True, "10/10 cells within 70permil (worst=0permil)"),
+        lora.CHECK_FROZEN: (True, "W bit-identical after the run (25 cells)"),
+    }
+    verbose = lines(out, "verbose")
+    assert len(verbose) == 20
+    assert verbose[2] == (f"   A (lora) cell 2 ana={seed['A']['analytic'][2]} num={seed['A']['numeric'][2]} rel=1")
+    assert verbose[10].startswith(f"   B (lora) cell 0 ana={seed['B']['analytic'][0]} ")
+    assert lines(out, "detail") == []
+    assert out.green == ("NX-INTFP-LORA verdict=GREEN 20/20 -- integer LoRA/PEFT PROVEN (frozen base + low-rank "
+                         "adapter grads), no float.")
+    assert out.red == "NX-INTFP-LORA verdict=RED 20/20 -- adapter Q-scaling bug or base W not frozen"
+    m = out.metrics
+    assert (m["loss_q"], m["trained_params"], m["total_params"], m["peft_permil"]) == (seed["loss_q"], 20, 45, 444)
+    assert m["A"]["max_abs_grad"] == 118926 and m["B"]["worst_permil"] == 0
+
+
+def test_detail_lines_name_exactly_the_cells_above_the_tolerance():
+    out = lora.run(ctx({**ODD, "tol_permil": 0}))
+    seed = seed_lora(2, 5, 2, 2097, 0)
+    above = [i for i in range(10) if lines(out, "verbose")[i].endswith("rel=1")]
+    assert above == [2, 3, 6, 7]
+    assert lines(out, "detail") == [
+        f" A (lora) cell {i} ana={seed['A']['analytic'][i]} num={seed['A']['numeric'][i]} rel=1" for i in above]
+    assert checks(out)[lora.CHECK_A] == (False, "6/10 cells within 0permil (worst=1permil)")
+    assert lora.run(ctx({**ODD, "tol_permil": 1})).checks[0].passed  # rel == tol passes
+
+
+def test_the_digest_fingerprints_the_loss_and_every_integer():
+    out = lora.run(ctx(ODD))
+    h = hashlib.sha256(str(out.metrics["loss_q"]).encode())
+    for key in ("A", "B"):
+        h.update(np.array(out.metrics[key]["analytic"], dtype="<i8").tobytes())
+        h.update(np.array(out.metrics[key]["numeric"], dtype="<i8").tobytes())
+    assert out.digest == h.hexdigest() == "19b26ea9ca93c9de649750f36223b18f521c8e7f3e4838b7e62584aa34ac5eb2"
+
+
+# ---- the planted faults do exactly what their table says -----------------------------------------------
+
+
+def analytic(out, key):
+    return out.metrics[key]["analytic"]
+
+
+@pytest.mark.parametrize("size", [(2, 5, 2), (3, 6, 2)])  # cell 0 of A positive, then negative
+def test_grad_bug_moves_one_cell_of_a_by_a_tenth_of_max_grad(size):
+    params = {**ODD, "T": size[0], "DM": size[1], "R": size[2]}
+    clean, bug = lora.run(ctx(params)), lora.run(ctx(params, fault="grad-bug"))
+    want = analytic(clean, "A").copy()
+    want[0] += max(abs(v) for v in want) // 10
+    assert analytic(bug, "A") == want
+    assert analytic(bug, "B") == analytic(clean, "B")
+
+
+def test_grad_bug_moves_a_cell_by_one_when_every_gradient_is_tiny():
+    m = lora.init_model(1, 1, 1)
+    dA, _ = lora.backward(m, lora.forward(m))
+    bugged, _ = lora.backward(m, lora.forward(m), "grad-bug")
+    assert int(bugged[0, 0]) - int(dA[0, 0]) == max(1, abs(int(dA[0, 0])) // 10)
+
+
+def test_missing_rescale_leaves_one_product_of_db_undivided():
+    m = lora.init_model(2, 5, 2)
+    f = lora.forward(m)
+    _, dB = lora.backward(m, f)
+    _, bad = lora.backward(m, f, "missing-rescale")
+    term = int(f.h[0, 0]) * 2 * int(f.y[0, 0])
+    want = dB.copy()
+    want[0, 0] += term - cdiv(term, S)
+    assert bad.tolist() == want.tolist()
+    out = lora.run(ctx(ODD, fault="missing-rescale"))
+    assert [c.passed for c in out.checks] == [True, False, True]
+
+
+def test_transposed_b_writes_db_with_swapped_indices():
+    m = lora.init_model(2, 5, 2)
+    f = lora.forward(m)
+    _, dB = lora.backward(m, f)
+    _, bad = lora.backward(m, f, "transposed-b")
+    assert bad.shape == dB.shape
+    assert bad.reshape(-1).tolist() == dB.T.reshape(-1).tolist()
+
+
+def test_train_base_reports_how_many_cells_of_w_moved():
+    out = lora.run(ctx(ODD, fault="train-base"))
+    assert checks(out)[lora.CHECK_FROZEN] == (False, "1 of 25 cells of W changed during the run")
+    assert out.red.startswith("NX-INTFP-LORA verdict=RED 20/20")
+
+
+# ---- overflow: refuse exactly where the seed's int64 would not hold the numbers --------------------------
+
+
+def seed_worst_loss(T, DM, R, delta):
+    """The largest ``L(+-delta)`` the seed forms, in Python ints (which never wrap)."""
+    m = lora.init_model(T, DM, R)
+    x, W, A, B = (v.tolist() for v in (m.x, m.W, m.A, m.B))
+
+    def loss():
+        total = 0
+        for t in range(T):
+            h = [cdiv(sum(x[t][i] * A[i][k] for i in range(DM)), S) for k in range(R)]
+            for j in range(DM):
+                y = cdiv(sum(x[t][i] * W[i][j] for i in range(DM)), S) + cdiv(sum(h[k] * B[k][j] for k in range(R)), S)
+                total += y * y
+        return total
+
+    worst = 0
+    for tensor in (A, B):
+        for row in tensor:
+            for c, save in enumerate(row):
+                for moved in (save + delta, save - delta):
+                    row[c] = moved
+                    worst = max(worst, loss())
+                row[c] = save
+    return worst
+
+
+DELTAS_NEAR_THE_LIMIT = [(3, 6, 2, d) for d in (3 << 29, 1 << 30, 3 << 30, 5 << 30, 7 << 30, 1 << 31, 3 << 31,
+                                                5 << 31, 1 << 32)]
+DELTAS_NEAR_THE_LIMIT += [(4, 2, 2, 7 << 30), (4, 2, 2, 1 << 33)]  # only moving A takes L(+-delta) past 2^62
+
+
+@pytest.mark.parametrize("algorithm", ["fast", "naive"])
+@pytest.mark.parametrize("T,DM,R,delta", DELTAS_NEAR_THE_LIMIT)
+def test_a_run_refuses_where_the_seed_loss_would_leave_the_int64_range_and_is_exact_below(T, DM, R, delta,
+                                                                                        algorithm):
+    params = {**ODD, "T": T, "DM": DM, "R": R, "delta": delta, "algorithm": algorithm}
+    if seed_worst_loss(T, DM, R, delta) >= q20.SQUARES_LIMIT:  # the loss, a sum of squares, may pass 2^62
+        with pytest.raises(ResourceError, match="int64 overflow guard"):
+            lora.run(ctx(params))
+        return
+    try:
+        out = lora.run(ctx(params))
+    except ResourceError:
+        return  # the guards are conservative: refusing a little early is allowed, a wrong number is not
+    seed = seed_lora(T, DM, R, delta, 70)
+    for key in ("A", "B"):
+        assert out.metrics[key]["numeric"] == seed[key]["numeric"]
+
+
+@pytest.mark.parametrize("size,algorithm,fault,delta,limit,what", [
+    ((3, 6, 2), "fast", None, 1, 1 << 20, "x@W"),
+    ((3, 6, 2), "fast", None, 1, 1 << 40, "L = sum y^2"),
+    ((3, 6, 2), "fast", None, 1, 1329684529961, "L(+-delta)"),  # L itself fits; some L(+-delta) is above it
+    ((3, 6, 2), "fast", None, 1 << 28, 1 << 41, "x * delta"),
+    ((1, 1, 1), "fast", None, 1 << 14, 5 << 34, "x@A +- x*delta"),
+    ((3, 6, 2), "fast", "missing-rescale", 1, 1 << 42, "|num - ana| * 1000"),
+    ((3, 6, 2), "naive", None, 1, 1 << 41, "Lp - Lm"),
+    ((3, 6, 2), "naive", None, 1 << 28, 1 << 41, "x@A"),
+])
+def test_the_first_guard_to_trip_names_its_computation(monkeypatch, size, algorithm, fault, delta, limit, what):
+    """With the limit scaled down, the refusal says which intermediate would not have fit."""
+    monkeypatch.setattr(q20, "LIMIT", limit)
+    monkeypatch.setattr(q20, "SQUARES_LIMIT", limit)  # scaled alike: the order the guards trip in is the test
+    T, DM, R = size
+    params = {**ODD, "T": T, "DM": DM, "R": R, "delta": delta, "algorithm": algorithm}
+    with pytest.raises(ResourceError, match=rf"tripped in {re.escape(what)} \("):
+        lora.run(ctx(params, fault=fault))
+
+
+# ---- progress, deadlines, sizes --------------------------------------------------------------------------
+
+
+class Recorder(Progress):
+    def __init__(self):
+        self.events = []
+        self.done = 0
+
+    def start(self, label, total):
+        self.events.append((label, total))
+
+    def advance(self, steps=1):
+        self.done += steps
+
+
+@pytest.mark.parametrize("algorithm", ["fast", "naive"])
+@pytest.mark.parametrize("T,DM,R", [(2, 5, 2), (3, 40, 7)])
+def test_progress_counts_every_gradcheck_cell_once(algorithm, T, DM, R, monkeypatch):
+    monkeypatch.setattr(lora, "_proven_a", lambda *args: False)  # the guarded path too
+    rec = Recorder()
+    lora.run(RunContext(params={**ODD, "T": T, "DM": DM, "R": R, "algorithm": algorithm}, progress=rec))
+    assert rec.events == [("gradcheck cells", 2 * DM * R)]
+    assert rec.done == 2 * DM * R  # A and B: DM * R cells each
+
+
+def test_the_naive_path_checks_the_deadline_every_64_cells():
+    rec = Recorder()
+    seen = []
+
+    class Clock(RunContext):
+        def check_time(self):
+            seen.append(rec.done)
+
+    m = lora.init_model(2, 100, 2)
+    lora.diffs_naive(m, m.A, 2097, Clock(params={}, progress=rec))
+    assert seen == [64, 128, 192]
+
+
+def test_an_expired_deadline_stops_a_run():
+    with pytest.raises(GateTimeout):
+        lora.run(RunContext(params=ODD, deadline=0.0))
+
+
+def test_rank_equal_to_width_is_allowed():
+    lora.validate({**ODD, "R": 5})
+    with pytest.raises(ConfigError, match=r"^R=6 must not exceed DM=5 \(a LoRA rank is at most the width\)$"):
+        lora.validate({**ODD, "R": 6})
+
+
+def test_the_memory_bound_asked_for_counts_three_copies_of_the_tensors_and_the_temporaries(monkeypatch):
+    asked = []
+    monkeypatch.setattr(lora, "require", lambda nbytes, what: asked.append((nbytes, what)))
+    lora.validate({**ODD, "T": 7, "DM": 11, "R": 3})
+    tensors = 7 * 11 + 11 * 11 + 2 * 11 * 3
+    assert asked == [(8 * (3 * tensors + 12 * 7 * 11 + 4 * 7 * 3 + (1 << 23)), "lora at T=7 DM=11 R=3")]
+
+
+def test_the_smallest_model_reports_two_thirds_of_its_parameters_trained():
+    out = lora.run(ctx({**ODD, "T": 1, "DM": 1, "R": 1}))
+    assert " params: base W frozen (1) + LoRA A,B trainable (2) = 666permil of full trained (PEFT) " in lines(out)[2]
+    assert out.metrics["peft_permil"] == 666
+
+
+def test_relative_error_is_per_mil_of_max_grad_and_of_one_when_every_gradient_is_zero():
+    """The seed's ``maxabs = max(1, max|ana|)``: a zero gradient still gives a finite, exact rel."""
+    g = lora.judge("A", np.zeros((1, 2), dtype=np.int64), np.array([2 * 5 * 3, 0]), 5, 70)
+    assert (g.maxabs, g.numeric.tolist(), g.rel.tolist()) == (1, [3, 0], [3000, 0])
+    g = lora.judge("A", np.array([1, 0]), np.array([0, 0]), 5, 70)
+    assert (g.maxabs, g.rel.tolist()) == (1, [1000, 0])
+    empty = lora.judge("A", np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 5, 70)
+    assert (empty.maxabs, empty.cells, empty.worst, empty.passed) == (1, 0, 0, True)
