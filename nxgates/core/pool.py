@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import signal
 import threading
 import time
@@ -374,7 +375,12 @@ def _end_with_parent() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass  # without it, close() still terminates busy workers
+        return  # without it, close() still terminates busy workers
+    if os.getppid() != _FORKED_FROM:  # the parent died between the fork and the prctl: nobody will signal
+        os._exit(1)  # an orphan would wait on its queue forever, holding the caller's stdout open
+
+
+_FORKED_FROM = os.getpid()  #: the process that imported the pool; a forked worker inherits the value
 
 
 def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) -> list[tuple[Any, Any]]:

@@ -6,6 +6,8 @@ worker pool, or serially), reduces them into the batch gradient by the fixed pai
 examples (:func:`nxgates.core.train.batch_mean`: the order depends only on B), divides by float32(B) and
 updates ``w -= lr * g`` in float32, ``lr = constf(lr_num, lr_den)``. The weights live in pool shared
 memory and are updated in place between steps, so forked workers always read the current step's weights.
+A remote pool (dask) gets the job once and each step's weights as one more shared object; its tasks
+return their gradient row and loss.
 
 * D1 the weights after every step are bit-identical between serial and data-parallel training.
 * D2 bit-identical between two worker counts (``workers`` and one more).
@@ -19,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -87,6 +90,20 @@ class Job:
     losses: np.ndarray  # (B,)
     fault: str | None
     arenas: dict[int, Tape] = field(default_factory=dict)
+    remote: bool = False  #: a copy on a remote worker: each step's weights come separately, rows go back
+
+    def __getstate__(self) -> dict:
+        """What travels to a remote worker: data and fault, never the gradient rows nor local arenas."""
+        return dict(self.__dict__, grads=None, losses=None, arenas={}, remote=True)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        B = self.x.shape[0]
+        self.grads, self.losses = np.empty((B, self.dims.n_params), F32), np.empty(B, F32)
+
+    def weights(self) -> tuple[np.ndarray, ...]:
+        """This step's weights (and the previous step's, for the stale-weights fault), as one object."""
+        return tuple(a.copy() for a in (self.w, self.w1_t, self.w_prev, self.w1_t_prev))
 
     @classmethod
     def make(cls, dims: Dims, B: int, fault: str | None, array=lambda shape: np.empty(shape, F32)) -> Job:
@@ -118,10 +135,20 @@ class Job:
                                            self.grads[b], w1_t=w1_t)
 
 
-def run_task(ctx: tuple[int, int], worker: int) -> None:
-    """Pool task: one example of the shared job (module level so it pickles)."""
-    handle, b = ctx
-    resolve(handle).example(b, worker)
+def run_task(ctx: tuple, worker: int) -> tuple[np.ndarray, np.float32] | None:
+    """Pool task: one example of the shared job (module level so it pickles). On a remote worker the
+    context also names this step's weights, and the row and loss go back to the gate."""
+    handle, b, *step_weights = ctx
+    job = resolve(handle)
+    if step_weights:
+        job.w, job.w1_t, job.w_prev, job.w1_t_prev = resolve(step_weights[0])
+    job.example(b, worker)
+    return (job.grads[b], job.losses[b]) if job.remote else None
+
+
+def store_example(job: Job, b: int, result: tuple[np.ndarray, np.float32]) -> None:
+    """``on_result`` of a remote task: its row and loss land in the gate's job."""
+    job.grads[b], job.losses[b] = result
 
 
 @dataclass
@@ -159,8 +186,10 @@ class Trainer:
             return ""
         pool = self.pool
         first, done_before = len(pool.records), pool.n_completed()
+        step = (pool.share(job.weights()),) if pool.remote else ()
         for b in range(B):
-            pool.submit(run_task, (self.handle, b), label=f"example {b}")
+            pool.submit(run_task, (self.handle, b, *step), label=f"example {b}",
+                        on_result=partial(store_example, job, b) if pool.remote else None)
         waited = pool.wait(done_before + B, self.ctx.remaining())
         records = pool.records[first:]
         bad = [r for r in records if r.error or not r.done]
@@ -223,8 +252,6 @@ def finish_order(records: list[TaskRecord]) -> list[int]:
 def validate(p: dict) -> None:
     if p["workers"] == 1:
         raise ConfigError("workers=1 is not data-parallel; use 0 (auto) or >= 2 (D2 adds one more)")
-    if p["executor"] == "dask":  # its workers get the job once; dp-train rewrites the weights every step
-        raise ConfigError("dp-train does not run on executor=dask yet (use thread, process or auto)")
     if p["d4_examples"] > p["B"]:
         raise ConfigError(f"d4_examples={p['d4_examples']} exceeds the batch B={p['B']}")
     dims = Dims(p["D"], p["H"], p["O"])
@@ -239,7 +266,8 @@ def run(ctx: RunContext) -> GateOutput:
     p = ctx.params
     dims, B, steps = Dims(p["D"], p["H"], p["O"]), p["B"], p["steps"]
     lr = constf(p["lr_num"], p["lr_den"])
-    executor = choose_executor(p["executor"], dims)
+    scheduler = ctx.options.get("scheduler")
+    executor = choose_executor(p["executor"], dims, scheduler)
     n_workers = p["workers"] or auto_workers()
     out = GateOutput()
     out.info(f"nx_dp_train: {steps} steps of minibatch SGD (B={B}, lr=constf({p['lr_num']},{p['lr_den']})="
@@ -250,7 +278,7 @@ def run(ctx: RunContext) -> GateOutput:
     serial = Trainer(Job.make(dims, B, ctx.fault), lr, ctx).train(steps, "serial", keep_rows=k if k < B else 0)
     runs = [serial]
     for workers in (n_workers, n_workers + 1):
-        pool = make_pool(executor, workers)
+        pool = make_pool(executor, workers, None, scheduler)
         try:
             job = Job.make(dims, B, ctx.fault, pool.array)
             runs.append(Trainer(job, lr, ctx, pool).train(steps, f"{workers} workers"))
@@ -333,4 +361,5 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
+    options=("scheduler",),
 )

@@ -1,0 +1,41 @@
+"""dp-train on Dask: the job travels once, each step's weights as one more shared object, rows come back;
+the weights are bit-identical to the local executors' and every fault is still caught by its check."""
+
+import pytest
+
+from nxgates.core import dask_pool
+from nxgates.gates import dp_train
+from tests.conftest import ctx
+
+pytest.importorskip("distributed")
+
+SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "steps": 5, "lr_num": 1, "lr_den": 8, "workers": 2, "executor": "dask",
+        "step_exp": 6, "tol_permil": 10, "d4_examples": 0}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with dask_pool.local_cluster(3) as lc:  # D2 runs on one worker more than D1
+        yield lc.scheduler_address
+
+
+def by_name(out):
+    return {c.name: c.passed for c in out.checks}
+
+
+@pytest.mark.parametrize("sizes", [{}, {"D": 5, "H": 7, "O": 3, "B": 6, "steps": 3}], ids=["seed", "odd"])
+def test_dask_trains_to_the_weights_of_thread_and_process(cluster, sizes):
+    params = {**SEED, **sizes}
+    digests = {}
+    for executor, options in (("thread", {}), ("process", {}), ("dask", {"scheduler": cluster})):
+        out = dp_train.run(ctx({**params, "executor": executor}, **options))
+        assert all(by_name(out).values()), (executor, by_name(out))
+        digests[executor] = out.metrics["weights_sha256"]
+    assert len(set(digests.values())) == 1, digests
+
+
+@pytest.mark.parametrize("fault", ["completion-order", "stale-weights", "wrong-sign"])
+def test_faults_are_caught_on_dask_by_their_checks(cluster, fault):
+    out = dp_train.run(ctx(SEED, fault, scheduler=cluster))
+    failed = {name for name, ok in by_name(out).items() if not ok}
+    assert failed >= set(dp_train.FAULTS[fault].caught_by), failed
