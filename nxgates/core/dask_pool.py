@@ -133,6 +133,8 @@ class DaskWorkerPool(WorkerPool):
         distributed = _distributed()
         scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
         self.scheduler = scheduler or "local"
+        #: our own LocalCluster: every worker runs on this host and can map memory the gate maps
+        self.same_host = self.scheduler == "local"
         self._cluster = None
         self._client = None
         self._files: list[str] = []

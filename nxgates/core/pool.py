@@ -121,8 +121,8 @@ class WorkerPool:
         """An array tasks may write; for processes it must be made before the first submit."""
         return np.empty(shape, dtype)
 
-    def common_array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
-        """Memory every worker sees as one array (only the shared-arena fault wants that)."""
+    def common_array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray | None:
+        """Memory every worker sees as one array; None where there is no such memory (workers elsewhere)."""
         return self.array(shape, dtype)
 
     def barrier(self, parties: int, timeout: float) -> Any:

@@ -101,7 +101,8 @@ class Job:
     t: np.ndarray  #: (chunk, O)
     outputs: list[np.ndarray]  #: two (chunk, NP): the parallel pass and its re-run
     fault: str | None
-    remote: bool = False  #: a copy on a remote worker: its tasks return their rows
+    remote: bool = False  #: a copy on a remote worker whose rows cannot be shared: its tasks return them
+    rows_shared: bool = True  #: ``outputs`` is memory every worker maps (forked, threads, a LocalCluster)
     shared_arena: Tape | None = None
     barrier: Any = None
     arenas: dict[int, Tape] = field(default_factory=dict)
@@ -110,9 +111,11 @@ class Job:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __getstate__(self) -> dict:
-        """What travels to a remote worker (dask): weights, inputs and faults, never the output arrays
-        (its tasks return their rows instead) nor this process's lock and per-worker state."""
-        state = dict(self.__dict__, outputs=None, arenas={}, first_done=set(), evaluations={}, remote=True)
+        """What travels to a remote worker (dask): weights, inputs and faults; the output arrays only where
+        they are host memory the worker maps (a path, not bytes), else its tasks return their rows; never
+        this process's lock and per-worker state."""
+        state = dict(self.__dict__, outputs=self.outputs if self.rows_shared else None, arenas={},
+                     first_done=set(), evaluations={}, remote=not self.rows_shared)
         del state["lock"]
         return state
 
@@ -120,7 +123,8 @@ class Job:
         """On a remote worker: outputs of its own, where tasks write rows they then return (only the pages
         of this worker's rows are ever touched; pool start-up touches them, as for forked workers)."""
         self.__dict__.update(state, lock=threading.Lock())
-        self.outputs = [np.empty((self.x.shape[0], self.dims.n_params), F32) for _ in range(2)]
+        if self.outputs is None:
+            self.outputs = [np.empty((self.x.shape[0], self.dims.n_params), F32) for _ in range(2)]
 
     def arena(self, worker: int) -> Tape:
         if self.shared_arena is not None:  # the planted defect: one arena for everybody
@@ -275,8 +279,12 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
     out = GateOutput()
     NP = dims.n_params
     chunk = chunk_examples(NP, pool.n_workers, B, pool.remote)
+    # a remote pool's workers on this host write their rows straight into host memory, as forked ones do
+    shared_rows = not pool.remote or getattr(pool, "same_host", False)
+    rows_array = pool.common_array if pool.remote and shared_rows else pool.array
+    outputs = [rows_array((chunk, NP)) for _ in range(2)]
     job = Job(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
-              pool.array((chunk, dims.O)), [pool.array((chunk, NP)) for _ in range(2)], ctx.fault)
+              pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows)
     job.w[...] = init_weights(dims)
     job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
     if ctx.fault == "shared-arena":
@@ -354,7 +362,8 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
         **pool_metrics,
     }
     if pool.kind == "dask":
-        out.metrics.update(scheduler=pool.scheduler, cluster_start_seconds=pool.start_seconds)
+        out.metrics.update(scheduler=pool.scheduler, cluster_start_seconds=pool.start_seconds,
+                           rows="shared memory" if job.rows_shared else "returned")
     out.digest = digest
     out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
                  "per-example gradients bit-identical to serial.")
@@ -424,8 +433,9 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                 pool_ready()  # the workers' start-up, before their first task of a pass
                 for g in job.outputs:
                     g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row from an earlier chunk
-                first_pass = parallel_pass(ctx, pool, handle, 0, examples, job.outputs[0])
-                rerun = parallel_pass(ctx, pool, handle, 1, examples, job.outputs[1])
+                back = (None, None) if job.rows_shared else job.outputs  # where returned rows land
+                first_pass = parallel_pass(ctx, pool, handle, 0, examples, back[0])
+                rerun = parallel_pass(ctx, pool, handle, 1, examples, back[1])
                 tally.records += first_pass.records
                 tally.records2 += rerun.records
                 tally.waited, tally.waited2 = first_pass.waited, rerun.waited
@@ -459,15 +469,16 @@ def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradRea
 
 
 def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, which: int, examples: range,
-                  rows: np.ndarray) -> PassResult:
+                  rows: np.ndarray | None = None) -> PassResult:
     """One parallel pass over ``examples`` (the current chunk), into output ``which``: a task per example,
-    dealt round-robin, then a bounded wait for all of them."""
+    dealt round-robin, then a bounded wait for all of them. ``rows``: where rows that tasks return land
+    (workers that cannot write the gate's memory), else None."""
     first = len(pool.records)
     done_before = pool.n_completed()
     t0 = time.perf_counter()
     for slot, b in enumerate(examples):
         pool.submit(run_task, (handle, which, slot, b), label=f"example {b}",
-                    on_result=partial(store_row, rows, slot) if pool.remote else None)
+                    on_result=None if rows is None else partial(store_row, rows, slot))
     waited = _wait(ctx, pool, done_before, len(examples))
     return PassResult(pool.records[first:], waited, time.perf_counter() - t0)
 

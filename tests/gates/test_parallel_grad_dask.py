@@ -207,3 +207,13 @@ def test_ctrl_c_and_timeout_leave_no_worker_process_behind(tmp_path):
     assert r.returncode == 1 and "RED -- timed out after 0.5 s" in r.stdout, r.stdout + r.stderr
     psutil.wait_procs(tagged_processes(tag), timeout=10)
     assert tagged_processes(tag) == []
+
+
+def test_own_cluster_workers_write_rows_into_host_memory_others_return_them(cluster):
+    """Our LocalCluster's workers map the gate's rows (no 200 MB per pass over TCP at large); a cluster
+    reached by address may be elsewhere, so its rows travel back. Both give the local executors' bits."""
+    expected = digest({**SEED, "executor": "thread"})
+    own = pg.run(ctx(SEED))
+    assert own.metrics["rows"] == "shared memory" and own.digest == expected and all(by_name(own).values())
+    remote = pg.run(ctx(SEED, scheduler=cluster))
+    assert remote.metrics["rows"] == "returned" and remote.digest == expected and all(by_name(remote).values())
