@@ -168,6 +168,8 @@ def cli() -> None:
       nxgates show lora
       nxgates run all
       nxgates run lora --set DM=64 --set R=4 --json report.json
+      nxgates run parallel-grad --executor dask
+      nxgates crosscheck lora seed-run.log --source nx_intfp_lora_gradcheck_gate.nx
     """
 
 
