@@ -135,10 +135,39 @@ def scale_rows(targets: list[tuple[str, bool, str]], results: dict) -> None:
     targets.append(("lora xl whole process green in <= 15 s", ok and seconds <= 15, f"{seconds:.1f} s"))
 
 
+def _spin(_: int) -> int:
+    total = 0
+    for i in range(3_000_000):
+        total += i * i
+    return total
+
+
+def free_cores_control() -> float:
+    """Two CPU-bound pure-Python loops, in series vs on a fork pool of 2: about 2.0 with two free cores.
+
+    Printed first, so every ratio that needs two cores can be read against what the machine gave then.
+    """
+    import multiprocessing
+
+    t0 = time.perf_counter()
+    _spin(0), _spin(1)
+    serial = time.perf_counter() - t0
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        pool.map(_spin, [0])  # both workers started before the clock
+        t0 = time.perf_counter()
+        pool.map(_spin, [0, 1], chunksize=1)
+        parallel = time.perf_counter() - t0
+    return serial / parallel
+
+
 def main() -> int:
     results: dict = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
     targets: list[tuple[str, bool, str]] = []
-    print(f"nxgates benchmark ({os.cpu_count()} CPUs, Python {sys.version.split()[0]})\n")
+    print(f"nxgates benchmark ({os.cpu_count()} CPUs, Python {sys.version.split()[0]})")
+    control = median([free_cores_control() for _ in range(3)])
+    results["machine"]["two_core_control"] = control
+    print(f"two-core control: two CPU-bound loops run {control:.2f}x faster on 2 processes than in series "
+          "(about 2.0 when two cores are free; lower means ratios below are understated)\n")
 
     # ---- lora: fast vs naive gradcheck (the same integers; tests assert it) --------------------------
     print(f"{'lora':<8}{'preset':<8}{'cells':>7}{'fast s':>10}{'naive s':>10}{'ratio':>9}{'peak RSS':>11}")
