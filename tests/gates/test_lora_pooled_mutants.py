@@ -180,6 +180,7 @@ def test_auto_forks_from_exactly_the_documented_work_up(monkeypatch):
     assert lora.AUTO_POOL_WORK == 2 * 4096 * 1 * 2 * 4096
     assert lora.gradcheck_workers(0, 2, 4096, 1) == 7  # at the threshold: a pool
     assert lora.gradcheck_workers(0, 1, 4096, 1) == 1  # half of it: one process
+    assert lora.gradcheck_workers(0, 3, 2048, 2) == 1  # three quarters of it: one process
     assert lora.gradcheck_workers(5, 1, 4096, 1) == 5
 
 
