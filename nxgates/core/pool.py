@@ -287,7 +287,9 @@ class ProcessWorkerPool(WorkerPool):
     def _make_executor(self, worker: int) -> Executor:
         from concurrent.futures import ProcessPoolExecutor
 
-        return ProcessPoolExecutor(max_workers=1, mp_context=self._mp, initializer=_quiet_worker)
+        # the forking process's pid, read now: the process that imported this module may have forked since
+        return ProcessPoolExecutor(max_workers=1, mp_context=self._mp, initializer=_quiet_worker,
+                                   initargs=(os.getpid(),))
 
     def close(self) -> None:
         """As for threads; and a worker still busy (a stuck task, or a run that timed out at start-up) is
@@ -348,7 +350,7 @@ def _stop_signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, saved)
 
 
-def _quiet_worker() -> None:
+def _quiet_worker(parent: int) -> None:
     """In each forked worker: Ctrl-C, SIGTERM and SIGHUP are the parent's to handle: no worker prints a traceback.
 
     SIGINT reaches the whole process group; the parent stops the run and the workers with it. SIGTERM gets
@@ -360,11 +362,12 @@ def _quiet_worker() -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hang-up, like Ctrl-C, is the parent's to handle
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held by the parent while it forked
-    _end_with_parent()
+    _end_with_parent(parent)
 
 
-def _end_with_parent() -> None:
-    """Linux: the kernel sends this worker SIGTERM when the parent dies, even by SIGKILL (no orphans)."""
+def _end_with_parent(parent: int) -> None:
+    """Linux: the kernel sends this worker SIGTERM when ``parent`` (the pid that forked it) dies, even by SIGKILL
+    (no orphans)."""
     import sys
 
     if not sys.platform.startswith("linux"):
@@ -376,11 +379,9 @@ def _end_with_parent() -> None:
         libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return  # without it, close() still terminates busy workers
-    if os.getppid() != _FORKED_FROM:  # the parent died between the fork and the prctl: nobody will signal
+    if os.getppid() != parent:  # the parent died between the fork and the prctl: nobody will signal
         os._exit(1)  # an orphan would wait on its queue forever, holding the caller's stdout open
 
-
-_FORKED_FROM = os.getpid()  #: the process that imported the pool; a forked worker inherits the value
 
 
 def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) -> list[tuple[Any, Any]]:

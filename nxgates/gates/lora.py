@@ -373,8 +373,8 @@ def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers
             ctx.check_time()
             if not waited.timed_out:
                 break
-        ctx.progress.advance(2 * DM * R)
         if waited.reached:
+            ctx.progress.advance(2 * DM * R)  # only here: the fallback below counts the cells itself
             return job.out_a.copy(), job.out_b.copy()
     finally:
         pool.close()

@@ -1,0 +1,223 @@
+"""The lora gate's pooled gradcheck (cells dealt over forked workers), pinned down so mutation testing can
+see it: the pool falls back to the in-process path whenever a task fails, which gives the same integers, so
+comparing integers alone cannot tell a broken pool from a working one. These tests forbid the fallback where
+the pool must do the work, and plant a failing task where the fallback must.
+"""
+
+import time
+
+import numpy as np
+import pytest
+
+from nxgates.core import cpus, memory
+from nxgates.core import pool as pool_module
+from nxgates.errors import GateTimeout, ResourceError
+from nxgates.gatekit import Progress, RunContext
+from nxgates.gates import lora
+from tests.conftest import ctx
+from tests.gates.test_lora import metrics_like_seed, reference
+
+
+class CountingProgress(Progress):
+    """Records what the gate reports, so a test can check every cell is counted exactly once."""
+
+    def __init__(self) -> None:
+        self.total = None
+        self.done = 0
+
+    def start(self, label: str, total: int) -> None:
+        self.total = total
+
+    def advance(self, steps: int = 1) -> None:
+        self.done += steps
+
+
+def _refusing_task(task_ctx, worker):  # module level: a forked worker finds it by name
+    raise RuntimeError("planted: this task fails in the worker")
+
+
+def _stuck_task(task_ctx, worker):
+    time.sleep(3600)  # the pool terminates it when the gate's deadline passes
+
+
+def _no_fallback(*args):
+    raise AssertionError("the pooled gradcheck fell back to the in-process path")
+
+
+def _expected_diffs(T, DM, R, delta=2097):
+    """``L(+d) - L(-d)`` per cell from the naive path (a whole forward per perturbation)."""
+    m = lora.init_model(T, DM, R)
+    plain = RunContext(params={})
+    return lora.diffs_naive(m, m.A, delta, plain), lora.diffs_naive(m, m.B, delta, plain)
+
+
+def _pooled(T, DM, R, workers, deadline=None, delta=2097):
+    m = lora.init_model(T, DM, R)
+    f = lora.forward(m)
+    run_ctx = RunContext(params={}, deadline=deadline, progress=CountingProgress())
+    diffs_a, diffs_b = lora.diffs_fast_pooled(m, f, delta, run_ctx, workers)
+    return diffs_a.reshape(-1), diffs_b.reshape(-1), run_ctx.progress
+
+
+@pytest.mark.parametrize("T, DM, R, workers", [(3, 7, 3, 2), (5, 11, 2, 3), (2, 9, 5, 2)])
+def test_the_workers_compute_every_cell_without_the_fallback(T, DM, R, workers, monkeypatch):
+    want_a, want_b = _expected_diffs(T, DM, R)
+    monkeypatch.setattr(lora, "diffs_fast_a", _no_fallback)
+    monkeypatch.setattr(lora, "diffs_fast_b", _no_fallback)
+    diffs_a, diffs_b, progress = _pooled(T, DM, R, workers)
+    assert diffs_a.tolist() == want_a.tolist()
+    assert diffs_b.tolist() == want_b.tolist()
+    assert progress.done == 2 * DM * R  # every cell counted once
+
+
+def test_the_whole_gate_on_the_pool_matches_the_seed_without_the_fallback(lora_params, monkeypatch):
+    monkeypatch.setattr(lora, "diffs_fast_a", _no_fallback)
+    monkeypatch.setattr(lora, "diffs_fast_b", _no_fallback)
+    run_ctx = ctx({**lora_params, "T": 3, "DM": 7, "R": 3, "workers": 2})
+    run_ctx.progress = CountingProgress()
+    out = lora.run(run_ctx)
+    assert metrics_like_seed(out) == reference(3, 7, 3)
+    assert run_ctx.progress.done == run_ctx.progress.total == 2 * 7 * 3
+
+
+def test_the_requested_number_of_workers_is_forked(monkeypatch):
+    made = []
+
+    def recording_make_pool(*args, **kwargs):
+        made.append(real_make_pool(*args, **kwargs))
+        return made[-1]
+
+    real_make_pool = pool_module.make_pool
+    monkeypatch.setattr(pool_module, "make_pool", recording_make_pool)
+    want_a, want_b = _expected_diffs(5, 11, 2)
+    diffs_a, diffs_b, _ = _pooled(5, 11, 2, workers=3)
+    assert [p.n_workers for p in made] == [3]
+    assert (diffs_a.tolist(), diffs_b.tolist()) == (want_a.tolist(), want_b.tolist())
+
+
+@pytest.mark.parametrize("failing", ["_cells_a_task", "_cells_b_task"])
+def test_a_failed_task_falls_back_to_the_same_integers(failing, monkeypatch):
+    T, DM, R = 3, 7, 3
+    want_a, want_b = _expected_diffs(T, DM, R)
+    monkeypatch.setattr(lora, failing, _refusing_task)
+    diffs_a, diffs_b, progress = _pooled(T, DM, R, workers=2)
+    assert diffs_a.tolist() == want_a.tolist()
+    assert diffs_b.tolist() == want_b.tolist()
+    assert progress.done == 2 * DM * R  # counted once, by the fallback
+
+
+def test_a_distant_deadline_changes_nothing(monkeypatch):
+    monkeypatch.setattr(lora, "diffs_fast_a", _no_fallback)
+    monkeypatch.setattr(lora, "diffs_fast_b", _no_fallback)
+    want_a, want_b = _expected_diffs(3, 7, 3)
+    diffs_a, diffs_b, _ = _pooled(3, 7, 3, workers=2, deadline=time.monotonic() + 600)
+    assert (diffs_a.tolist(), diffs_b.tolist()) == (want_a.tolist(), want_b.tolist())
+
+
+def test_a_stuck_worker_ends_at_the_deadline(monkeypatch):
+    monkeypatch.setattr(lora, "_cells_a_task", _stuck_task)
+    with pytest.raises(GateTimeout):
+        _pooled(3, 7, 3, workers=2, deadline=time.monotonic() + 0.3)
+
+
+# ---- the tasks themselves, run in this process (mutmut cannot see what runs only in a forked worker) -----
+
+
+def _job(T, DM, R, delta=2097):
+    m = lora.init_model(T, DM, R)
+    return lora.CellsJob(m, lora.forward(m), delta, np.zeros((DM, R), np.int64), np.zeros((R, DM), np.int64))
+
+
+def test_an_a_task_fills_exactly_its_rows():
+    T, DM, R = 3, 7, 3
+    want_a, _ = _expected_diffs(T, DM, R)
+    job = _job(T, DM, R)
+    with pool_module.make_pool("thread", 1) as pool:
+        lora._cells_a_task((pool.share(job), 2, 5), 0)
+    want = np.zeros((DM, R), np.int64)
+    want[2:5] = want_a.reshape(DM, R)[2:5]
+    assert job.out_a.tolist() == want.tolist()
+    assert not job.out_b.any()
+
+
+def test_a_b_task_fills_exactly_its_rows():
+    T, DM, R = 3, 7, 3
+    _, want_b = _expected_diffs(T, DM, R)
+    job = _job(T, DM, R)
+    with pool_module.make_pool("thread", 1) as pool:
+        lora._cells_b_task((pool.share(job), 1, 2), 0)
+    want = np.zeros((R, DM), np.int64)
+    want[1:2] = want_b.reshape(R, DM)[1:2]
+    assert job.out_b.tolist() == want.tolist()
+    assert not job.out_a.any()
+
+
+def test_cells_a_ticks_once_per_cell_of_its_rows():
+    T, DM, R = 3, 7, 3
+    want_a, _ = _expected_diffs(T, DM, R)
+    m = lora.init_model(T, DM, R)
+    out = np.zeros((DM, R), np.int64)
+    ticks = []
+    lora.cells_a(m, lora.forward(m), 2097, range(2, 5), out, ticks.append)
+    assert sum(ticks) == 3 * R
+    assert out[2:5].tolist() == want_a.reshape(DM, R)[2:5].tolist()
+    assert not out[:2].any() and not out[5:].any()
+
+
+def test_the_single_process_path_counts_every_cell_once_over_several_chunks(lora_params):
+    # 64 x 200 x 1: cells_a works in chunks of 163 rows, so A's 200 rows take two chunks
+    run_ctx = ctx({**lora_params, "T": 64, "DM": 200, "R": 1, "workers": 1})
+    run_ctx.progress = CountingProgress()
+    lora.run(run_ctx)
+    assert run_ctx.progress.done == run_ctx.progress.total == 2 * 200
+
+
+# ---- how many workers, and what they cost ----------------------------------------------------------------
+
+
+def test_auto_forks_from_exactly_the_documented_work_up(monkeypatch):
+    monkeypatch.setattr(cpus, "auto_workers", lambda: 7)
+    assert lora.AUTO_POOL_WORK == 2 * 4096 * 1 * 2 * 4096
+    assert lora.gradcheck_workers(0, 2, 4096, 1) == 7  # at the threshold: a pool
+    assert lora.gradcheck_workers(0, 1, 4096, 1) == 1  # half of it: one process
+    assert lora.gradcheck_workers(0, 3, 2048, 2) == 1  # three quarters of it: one process
+    assert lora.gradcheck_workers(5, 1, 4096, 1) == 5
+
+
+def test_the_memory_estimate_counts_the_requested_workers(lora_params, monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda: 4 << 30)  # a 2 GiB budget
+    lora.validate({**lora_params, "workers": 1})
+    with pytest.raises(ResourceError, match=r"lora at T=3 DM=6 R=2 needs about"):
+        lora.validate({**lora_params, "workers": 1024})  # 1024 workers x 64 MiB of chunks
+
+
+# ---- the proven (unchecked, in-place) path of A, and what the report counts -----------------------------
+
+
+def test_the_proven_path_in_blocks_equals_the_checked_path(monkeypatch):
+    # 64 x 256: a block holds 4 of the 5 values of k, so each row of A takes a full block and a partial one
+    T, DM, R = 64, 256, 5
+    m = lora.init_model(T, DM, R)
+    f = lora.forward(m)
+    plain = RunContext(params={})
+    proven = lora.diffs_fast_a(m, f, 2097, plain)
+    monkeypatch.setattr(lora, "_proven_a", lambda *args: False)  # every chunk through the per-op guards
+    checked = lora.diffs_fast_a(m, f, 2097, plain)
+    assert proven.tolist() == checked.tolist()
+    assert np.count_nonzero(proven[:, 4]) > DM // 2  # the partial block's column is really computed
+
+
+def test_the_in_place_division_truncates_as_tdiv_does():
+    S = lora.S
+    values = [-3 * S + 1, -S - 1, -S, -S + 1, -2, -1, 0, 1, S - 1, S, 2 * S + 1, -(1 << 62) + 1, (1 << 62) - 1]
+    a = np.array(values, np.int64)
+    want = lora.tdiv(a.copy(), S)
+    lora._tdiv_s_inplace(a, np.empty_like(a))
+    assert a.tolist() == want.tolist()
+
+
+def test_the_report_counts_the_cells_that_passed(lora_params):
+    green = lora.run(ctx(lora_params)).metrics
+    assert (green["A"]["cells_passed"], green["B"]["cells_passed"]) == (12, 12)
+    red = lora.run(ctx(lora_params, fault="grad-bug")).metrics
+    assert (red["A"]["cells_passed"], red["A"]["passed"], red["B"]["cells_passed"]) == (11, False, 12)
