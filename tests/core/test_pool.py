@@ -114,4 +114,9 @@ def test_closing_a_busy_process_pool_terminates_its_workers():
     processes = list(pool._executors[0]._processes.values())
     assert processes and all(p.is_alive() for p in processes)
     pool.close()
+    # the executor's manager thread reaps the workers too: while it holds a reaped pid without its exit code,
+    # is_alive() still says True, so give the observation a deadline (an unterminated sleeper lives for 60 s)
+    deadline = time.monotonic() + 5
+    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not any(p.is_alive() for p in processes)
