@@ -264,7 +264,8 @@ class Tally:
     parallel_seconds: float = 0.0
 
     def fold(self, first: int, serial: np.ndarray, parallel: np.ndarray, rerun: np.ndarray,
-             saved: np.ndarray | None) -> None:
+             saved: np.ndarray | None, hashed: bool = False) -> None:
+        """``hashed``: the serial rows already went into ``sha`` (one by one, as the serial pass made them)."""
         t1 = compare_bits(serial, parallel)
         self.mismatches += t1.mismatches
         self.nonzero += t1.nonzero
@@ -272,7 +273,11 @@ class Tally:
         self.rerun_mismatches += compare_bits(parallel, rerun, count_nonzero=False).mismatches
         if saved is not None:
             self.file_mismatches += compare_bits(serial, saved, count_nonzero=False).mismatches
-        self.sha.update(memoryview(serial).cast("B"))  # hashes in place, no copy
+        if not hashed:
+            self.hash_rows(serial)
+
+    def hash_rows(self, serial: np.ndarray) -> None:
+        self.sha.update(memoryview(serial).cast("B"))  # hashes in place, no copy; releases the GIL
 
 
 def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradReader | None) -> GateOutput:
@@ -402,9 +407,11 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
     """The batch, chunk by chunk: serial rows, the parallel pass, its re-run, then fold into the tally.
 
     Every buffer is allocated once (the process pool's shared ones before its workers started) and reused.
-    The serial pass keeps one core busy and leaves the workers idle, so a chunk's fold (compare, hash, save:
-    numpy and hashlib release the GIL) runs on a helper thread during the next chunk's serial pass. The
-    serial rows are double-buffered for that; the fold is joined before the parallel rows are overwritten.
+    The serial pass keeps one core busy and leaves the workers idle, so the other core works on a helper
+    thread (numpy and hashlib release the GIL): each serial row is hashed as soon as it is made, while it is
+    still in the cache and the next example is computed, and a chunk's fold (compare, save) runs during the
+    next chunk's serial pass. The thread takes its work in order, so the digest is the rows' in example order.
+    The serial rows are double-buffered for that; the fold is joined before the parallel rows are overwritten.
     """
     dims = job.dims
     tally = Tally()
@@ -424,6 +431,8 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                 for slot, b in enumerate(examples):
                     example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], rows[slot],
                                   drift=job.drift(b), w1_t=job.w1_t)
+                    if OVERLAP_FOLD:
+                        folder.submit(tally.hash_rows, rows[slot])
                     ctx.progress.advance()
                     ctx.check_time()
                 tally.serial_seconds += time.perf_counter() - t0
@@ -442,10 +451,10 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                 tally.parallel_seconds += first_pass.seconds
                 if first_pass.waited.timed_out or rerun.waited.timed_out:
                     # tasks may still be writing this chunk's rows: fold it now and stop; T2/T3 report the loss
-                    _fold(tally, first, rows, job, compare, saved, save)
+                    _fold(tally, first, rows, job, compare, saved, save, hashed=OVERLAP_FOLD)
                     break
                 if OVERLAP_FOLD:
-                    folding = folder.submit(_fold, tally, first, rows, job, compare, saved, save)
+                    folding = folder.submit(_fold, tally, first, rows, job, compare, saved, save, hashed=True)
                 else:
                     _fold(tally, first, rows, job, compare, saved, save)
             if folding is not None:
@@ -458,12 +467,12 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
 
 
 def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradReader | None,
-          saved: np.ndarray | None, save: GradWriter | None) -> None:
+          saved: np.ndarray | None, save: GradWriter | None, hashed: bool = False) -> None:
     """One chunk into the tally (and the saved file), in example order."""
     n = rows.shape[0]
     if compare is not None:
         compare.read(first, saved[:n])
-    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n])
+    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n], hashed)
     if save is not None:
         save.write(rows)
 
