@@ -420,6 +420,7 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
     serial_tape = Tape(dims.arena)
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
     folding: Future | None = None
+    hashing: Future | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="nxgates-fold") as folder:
         try:
             for k, first in enumerate(range(0, B, chunk)):
@@ -432,13 +433,16 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                     example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], rows[slot],
                                   drift=job.drift(b), w1_t=job.w1_t)
                     if OVERLAP_FOLD:
-                        folder.submit(tally.hash_rows, rows[slot])
+                        hashing = folder.submit(tally.hash_rows, rows[slot])
                     ctx.progress.advance()
                     ctx.check_time()
                 tally.serial_seconds += time.perf_counter() - t0
                 if folding is not None:
                     folding.result()  # the previous chunk's fold, before its parallel rows are overwritten
                     folding = None
+                if hashing is not None:
+                    hashing.result()  # the helper idle before the workers start: they want both cores
+                    hashing = None
                 pool_ready()  # the workers' start-up, before their first task of a pass
                 for g in job.outputs:
                     g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row from an earlier chunk
