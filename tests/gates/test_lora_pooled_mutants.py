@@ -221,3 +221,67 @@ def test_the_report_counts_the_cells_that_passed(lora_params):
     assert (green["A"]["cells_passed"], green["B"]["cells_passed"]) == (12, 12)
     red = lora.run(ctx(lora_params, fault="grad-bug")).metrics
     assert (red["A"]["cells_passed"], red["A"]["passed"], red["B"]["cells_passed"]) == (11, False, 12)
+
+
+def _python_int_diffs(m, tensor, delta):
+    """``L(+d) - L(-d)`` per cell from whole forwards, the difference taken in Python ints (no int64)."""
+    flat, out = tensor.reshape(-1), []
+    for i in range(flat.size):
+        save = int(flat[i])
+        flat[i] = save + delta
+        lp = lora.forward(m).loss
+        flat[i] = save - delta
+        lm = lora.forward(m).loss
+        flat[i] = save
+        out.append(lp - lm)
+    return out
+
+
+@pytest.mark.parametrize("proven", [True, False])
+def test_near_the_int64_bound_the_fast_path_matches_python_integers(proven, monkeypatch):
+    """x scaled up until the loss is 0.6 x 2^62: both tensors' coarse bounds fail, so every cell goes through
+    the tight L(+-delta) check, which needs the unmoved outputs (the seed's naive path refuses here)."""
+    base = lora.init_model(2, 3, 2)
+    m = lora.Model(base.x * 3500, base.W, base.A, base.B)
+    f = lora.forward(m)
+    peak = lora.q20.max_abs(f.y) ** 2
+    assert f.loss + peak * 2 >= lora.q20.LIMIT  # B's coarse bound (T terms) fails, and A's (T x DM) too
+    if not proven:
+        monkeypatch.setattr(lora, "_proven_a", lambda *args: False)
+    plain = RunContext(params={})
+    assert lora.diffs_fast_a(m, f, 2097, plain).reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
+    assert lora.diffs_fast_b(m, f, 2097, plain).reshape(-1).tolist() == _python_int_diffs(m, m.B, 2097)
+
+
+@pytest.mark.parametrize("block", [1, 12, 13, 30, 1 << 16])
+def test_any_block_size_gives_the_same_integers(block, monkeypatch):
+    """The proven path's cache blocks over k: T > DM and R > 2 blocks, so a block count or size computed
+    wrongly (a float, a loop that stops after the first blocks) shows."""
+    T, DM, R = 6, 2, 5
+    want_a, _ = _expected_diffs(T, DM, R)
+    monkeypatch.setattr(lora, "BLOCK_ELEMENTS", block)
+    m = lora.init_model(T, DM, R)
+    got = lora.diffs_fast_a(m, lora.forward(m), 2097, RunContext(params={}))
+    assert got.reshape(-1).tolist() == want_a.tolist()
+    assert np.count_nonzero(got[:, R - 1]) > 0  # the last block's column is really computed
+
+
+def test_params_without_workers_mean_auto(lora_params, monkeypatch):
+    """A params dict without `workers` (an older gates.toml, lora-train's own params) means auto, as 0 does."""
+    assert "workers" not in lora_params
+    monkeypatch.setattr(lora, "AUTO_POOL_WORK", 1)  # auto forks at any size
+    monkeypatch.setattr(cpus, "auto_workers", lambda: 2)
+    pooled = []
+    real = lora.diffs_fast_pooled
+    monkeypatch.setattr(lora, "diffs_fast_pooled", lambda m, f, d, c, w: pooled.append(w) or real(m, f, d, c, w))
+    out = lora.run(ctx(lora_params))
+    assert pooled == [2]
+    assert metrics_like_seed(out) == reference(3, 6, 2)
+
+
+def test_the_memory_estimate_without_workers_counts_auto(lora_params, monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda: 4 << 30)  # a 2 GiB budget
+    monkeypatch.setattr(lora, "AUTO_POOL_WORK", 1)
+    monkeypatch.setattr(cpus, "auto_workers", lambda: 1024)
+    with pytest.raises(ResourceError, match=r"lora at T=3 DM=6 R=2 needs about"):
+        lora.validate(lora_params)  # auto: 1024 workers x 64 MiB of chunks

@@ -131,6 +131,25 @@ def test_train_base_reports_how_many_cells_of_w_moved():
     assert out.red.startswith("NX-INTFP-LORA verdict=RED 20/20")
 
 
+def test_train_base_at_the_smallest_size_moves_the_only_cell():
+    out = lora.run(ctx({**ODD, "DM": 1, "R": 1}, fault="train-base"))
+    assert checks(out)[lora.CHECK_FROZEN] == (False, "1 of 1 cells of W changed during the run")
+
+
+@pytest.mark.parametrize("shrink", [1, 128])
+def test_grad_bug_moves_one_cell_of_a_by_a_tenth_of_max_grad_and_at_least_one(shrink):
+    """x // 128 leaves max|dA| = 11: a tenth rounds to 1, and 1 is the smallest defect an integer has."""
+    base = lora.init_model(3, 6, 2)
+    m = lora.Model(base.x // shrink, base.W, base.A, base.B)
+    f = lora.forward(m)
+    clean, _ = lora.backward(m, f)
+    bugged, _ = lora.backward(m, f, "grad-bug")
+    biggest = int(np.max(np.abs(clean)))
+    shift = bugged - clean
+    assert np.count_nonzero(shift) == 1
+    assert shift[0, 0] == max(1, biggest // 10)
+
+
 # ---- overflow: refuse exactly where the seed's int64 would not hold the numbers --------------------------
 
 
