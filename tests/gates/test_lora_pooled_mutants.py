@@ -120,6 +120,25 @@ def test_a_stuck_worker_ends_at_the_deadline(monkeypatch):
         _pooled(3, 7, 3, workers=2, deadline=time.monotonic() + 0.3)
 
 
+def test_waiting_for_the_workers_never_blocks_past_the_deadline(monkeypatch):
+    """Each wait is capped by the time left (the loop then raises at once), so a gate given --timeout stops
+    at it; a fixed slice would overshoot by the slice."""
+    deadline = time.monotonic() + 0.3
+    waits = []
+    real_wait = pool_module.WorkerPool.wait
+
+    def spy(self, target, timeout):
+        waits.append((timeout, deadline - time.monotonic()))
+        return real_wait(self, target, timeout)
+
+    monkeypatch.setattr(pool_module.WorkerPool, "wait", spy)
+    monkeypatch.setattr(lora, "_cells_a_task", _stuck_task)
+    with pytest.raises(GateTimeout):
+        _pooled(3, 7, 3, workers=2, deadline=deadline)
+    assert waits
+    assert all(timeout <= max(0.0, left) + 0.05 for timeout, left in waits), waits
+
+
 # ---- the tasks themselves, run in this process (mutmut cannot see what runs only in a forked worker) -----
 
 

@@ -292,3 +292,71 @@ def test_relative_error_is_per_mil_of_max_grad_and_of_one_when_every_gradient_is
     assert (g.maxabs, g.rel.tolist()) == (1, [1000, 0])
     empty = lora.judge("A", np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 5, 70)
     assert (empty.maxabs, empty.cells, empty.worst, empty.passed) == (1, 0, 0, True)
+
+
+# ---- the fast path's a-priori proof agrees with the per-op guards at their edges -------------------------
+
+
+def _crafted(T, DM, d, b, acc_y, xw, loss):
+    """R=1, every x = d and delta = S, so each cell of A moves h by exactly +-d (acc_h = h = 0); B, the
+    unmoved h@B sums and x@W are constants. The kernels accept any such model; the gate's own never gets here."""
+    def full(v):
+        return np.full((T, DM), v, np.int64)
+
+    m = lora.Model(x=full(d), W=np.zeros((DM, DM), np.int64), A=np.zeros((DM, 1), np.int64),
+                   B=np.full((1, DM), b, np.int64))
+    y = full(xw + int(q20.tdiv(np.int64(acc_y), S)))
+    f = lora.Forward(xw=full(xw), acc_h=np.zeros((T, 1), np.int64), h=np.zeros((T, 1), np.int64),
+                     acc_y=full(acc_y), y=y, loss=loss)
+    return m, f
+
+
+def _cells_a(m, f):
+    out = np.zeros(m.A.shape, np.int64)
+    lora.cells_a(m, f, S, range(m.A.shape[0]), out, lambda n: None)
+    return out
+
+
+_M = 1 << 10  # how far y moves in the loss edges: small, so only L(+-delta) is near its limit
+PROOF_EDGES = {  # (T, DM, d, b, acc_y, xw, loss): each exactly at the edge of one guard of the checked path
+    "h@B moved: the unmoved sum": ((1, 1, 1, 1, q20.LIMIT - 1, 0, 0), "h@B moved"),
+    "h@B moved: the move dh*B": ((1, 1, 1, q20.LIMIT - 1, 1, 0, 0), "h@B moved"),
+    "(yp - ym)(yp + ym)": ((1, 1, 1 << 30, S, 0, 1 << 30, 0), r"\(yp - ym\)\(yp \+ ym\)"),
+    "its sum over DM": ((1, 4, 1 << 29, S, 0, 1 << 29, 0), "Lp - Lm"),
+    "its sum over T": ((4, 1, 1 << 29, S, 0, 1 << 29, 0), "Lp - Lm"),
+    "L(+-delta), y = 0": ((1, 1, _M, S, 0, 0, q20.SQUARES_LIMIT - _M**2), r"L\(\+-delta\)"),
+    "L(+-delta) over DM": ((1, 4, _M, S, 0, 0, q20.SQUARES_LIMIT - 4 * _M**2), r"L\(\+-delta\)"),
+    "L(+-delta) over T": ((4, 1, _M, S, 0, 0, q20.SQUARES_LIMIT - 4 * _M**2), r"L\(\+-delta\)"),
+    "L(+-delta), large y": ((1, 1, _M, S, 0, 1 << 30, q20.SQUARES_LIMIT - 2 * (1 << 30) * _M - _M**2),
+                            r"L\(\+-delta\)"),
+    # the proof's bound meets the limit exactly (y moves by 8, its bound e = 8 + 2): the real L(+delta) is
+    # 36 below the limit, but the guard's float64 sum rounds it up to the limit, so the guard refuses
+    "L(+-delta), the bound at the limit": ((1, 1, 8, S, 0, 0, q20.SQUARES_LIMIT - 10**2), r"L\(\+-delta\)"),
+}
+
+
+@pytest.mark.parametrize("edge", PROOF_EDGES)
+def test_the_proof_never_lets_through_what_a_guard_refuses(edge, monkeypatch):
+    """The proven path skips the per-op guards; at each guard's edge the checked path refuses (exit 2 in the
+    gate), so the proof must say no there, or the gate would give a number where it must refuse."""
+    case, label = PROOF_EDGES[edge]
+    m, f = _crafted(*case)
+    verdicts = []
+    proof = lora._proven_a
+    monkeypatch.setattr(lora, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    with pytest.raises(q20.Q20Overflow, match=label):
+        _cells_a(m, f)
+    assert verdicts == [False]
+    monkeypatch.setattr(lora, "_proven_a", lambda *args: False)
+    with pytest.raises(q20.Q20Overflow, match=label):
+        _cells_a(m, f)  # the checked path on its own: the edge is that guard's
+
+
+def test_the_proof_holds_for_an_ordinary_model(monkeypatch):
+    m = lora.init_model(2, 3, 2)
+    f = lora.forward(m)
+    verdicts = []
+    proof = lora._proven_a
+    monkeypatch.setattr(lora, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    _cells_a(m, f)
+    assert verdicts == [True]
