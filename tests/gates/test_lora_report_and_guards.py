@@ -346,7 +346,7 @@ def test_the_proof_never_lets_through_what_a_guard_refuses(edge, monkeypatch):
     monkeypatch.setattr(lora, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
     with pytest.raises(q20.Q20Overflow, match=label):
         _cells_a(m, f)
-    assert verdicts == [False]
+    assert verdicts and not any(verdicts)
     monkeypatch.setattr(lora, "_proven_a", lambda *args: False)
     with pytest.raises(q20.Q20Overflow, match=label):
         _cells_a(m, f)  # the checked path on its own: the edge is that guard's
@@ -359,4 +359,4 @@ def test_the_proof_holds_for_an_ordinary_model(monkeypatch):
     proof = lora._proven_a
     monkeypatch.setattr(lora, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
     _cells_a(m, f)
-    assert verdicts == [True]
+    assert verdicts and all(verdicts)
