@@ -12,6 +12,18 @@ def cdiv(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
+def python_int_loss(x, W, A, B) -> int:
+    """The seed's ``L = sum y^2`` for Q20 nested lists, in Python ints (which never wrap): any model, any size."""
+    T, DM, R = len(x), len(W), len(B)
+    total = 0
+    for t in range(T):
+        h = [cdiv(sum(x[t][i] * A[i][k] for i in range(DM)), S) for k in range(R)]
+        for j in range(DM):
+            y = cdiv(sum(x[t][i] * W[i][j] for i in range(DM)), S) + cdiv(sum(h[k] * B[k][j] for k in range(R)), S)
+            total += y * y
+    return total
+
+
 def seed_lora(T=3, DM=6, R=2, DELTA=2097, TOLP=70, fault=None):
     x = [cdiv((((i * 5 + 2) % 11) - 5) * S, 10) for i in range(T * DM)]
     W = [cdiv((((i * 7 + 3) % 13) - 6) * S, 12) for i in range(DM * DM)]

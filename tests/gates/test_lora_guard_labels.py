@@ -10,7 +10,7 @@ import pytest
 from nxgates.core import q20
 from nxgates.core.q20 import S
 from nxgates.gates import lora
-from tests.gates.seed_lora import cdiv
+from tests.gates.seed_lora import python_int_loss
 
 
 def model(x, W, A, B) -> lora.Model:
@@ -30,15 +30,7 @@ def assert_names(exc: q20.Q20Overflow, what: str) -> None:
 
 def seed_loss(m: lora.Model) -> int:
     """The seed's ``sum y^2`` in Python integers (which never wrap)."""
-    x, W, A, B = (v.tolist() for v in (m.x, m.W, m.A, m.B))
-    T, DM, R = len(x), len(W), len(B)
-    total = 0
-    for t in range(T):
-        h = [cdiv(sum(x[t][i] * A[i][k] for i in range(DM)), S) for k in range(R)]
-        for j in range(DM):
-            y = cdiv(sum(x[t][i] * W[i][j] for i in range(DM)), S) + cdiv(sum(h[k] * B[k][j] for k in range(R)), S)
-            total += y * y
-    return total
+    return python_int_loss(*(v.tolist() for v in (m.x, m.W, m.A, m.B)))
 
 
 # ---- forward and backward ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from nxgates.errors import ConfigError, GateTimeout, ResourceError
 from nxgates.gatekit import Progress, RunContext
 from nxgates.gates import lora
 from tests.conftest import ctx
-from tests.gates.seed_lora import cdiv, seed_lora
+from tests.gates.seed_lora import cdiv, python_int_loss, seed_lora
 
 ODD = {"T": 2, "DM": 5, "R": 2, "delta": 2097, "tol_permil": 70, "algorithm": "fast"}
 
@@ -157,23 +157,13 @@ def seed_worst_loss(T, DM, R, delta):
     """The largest ``L(+-delta)`` the seed forms, in Python ints (which never wrap)."""
     m = lora.init_model(T, DM, R)
     x, W, A, B = (v.tolist() for v in (m.x, m.W, m.A, m.B))
-
-    def loss():
-        total = 0
-        for t in range(T):
-            h = [cdiv(sum(x[t][i] * A[i][k] for i in range(DM)), S) for k in range(R)]
-            for j in range(DM):
-                y = cdiv(sum(x[t][i] * W[i][j] for i in range(DM)), S) + cdiv(sum(h[k] * B[k][j] for k in range(R)), S)
-                total += y * y
-        return total
-
     worst = 0
     for tensor in (A, B):
         for row in tensor:
             for c, save in enumerate(row):
                 for moved in (save + delta, save - delta):
                     row[c] = moved
-                    worst = max(worst, loss())
+                    worst = max(worst, python_int_loss(x, W, A, B))
                 row[c] = save
     return worst
 
