@@ -383,7 +383,6 @@ def _end_with_parent(parent: int) -> None:
         os._exit(1)  # an orphan would wait on its queue forever, holding the caller's stdout open
 
 
-
 def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) -> list[tuple[Any, Any]]:
     """Run a batch in a worker process: (exception or None, value) per task; one failure does not stop the rest."""
     outcomes: list[tuple[Any, Any]] = []

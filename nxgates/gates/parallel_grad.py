@@ -264,8 +264,8 @@ class Tally:
     parallel_seconds: float = 0.0
 
     def fold(self, first: int, serial: np.ndarray, parallel: np.ndarray, rerun: np.ndarray,
-             saved: np.ndarray | None, hashed: bool = False) -> None:
-        """``hashed``: the serial rows already went into ``sha`` (one by one, as the serial pass made them)."""
+             saved: np.ndarray | None) -> None:
+        """A chunk's comparisons (its serial rows went into ``sha`` as the serial pass made them)."""
         t1 = compare_bits(serial, parallel)
         self.mismatches += t1.mismatches
         self.nonzero += t1.nonzero
@@ -273,8 +273,6 @@ class Tally:
         self.rerun_mismatches += compare_bits(parallel, rerun, count_nonzero=False).mismatches
         if saved is not None:
             self.file_mismatches += compare_bits(serial, saved, count_nonzero=False).mismatches
-        if not hashed:
-            self.hash_rows(serial)
 
     def hash_rows(self, serial: np.ndarray) -> None:
         self.sha.update(memoryview(serial).cast("B"))  # hashes in place, no copy; releases the GIL
@@ -434,6 +432,8 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                                   drift=job.drift(b), w1_t=job.w1_t)
                     if OVERLAP_FOLD:
                         hashing = folder.submit(tally.hash_rows, rows[slot])
+                    else:
+                        tally.hash_rows(rows[slot])
                     ctx.progress.advance()
                     ctx.check_time()
                 tally.serial_seconds += time.perf_counter() - t0
@@ -455,10 +455,10 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                 tally.parallel_seconds += first_pass.seconds
                 if first_pass.waited.timed_out or rerun.waited.timed_out:
                     # tasks may still be writing this chunk's rows: fold it now and stop; T2/T3 report the loss
-                    _fold(tally, first, rows, job, compare, saved, save, hashed=OVERLAP_FOLD)
+                    _fold(tally, first, rows, job, compare, saved, save)
                     break
                 if OVERLAP_FOLD:
-                    folding = folder.submit(_fold, tally, first, rows, job, compare, saved, save, hashed=True)
+                    folding = folder.submit(_fold, tally, first, rows, job, compare, saved, save)
                 else:
                     _fold(tally, first, rows, job, compare, saved, save)
             if folding is not None:
@@ -471,12 +471,12 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
 
 
 def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradReader | None,
-          saved: np.ndarray | None, save: GradWriter | None, hashed: bool = False) -> None:
+          saved: np.ndarray | None, save: GradWriter | None) -> None:
     """One chunk into the tally (and the saved file), in example order."""
     n = rows.shape[0]
     if compare is not None:
         compare.read(first, saved[:n])
-    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n], hashed)
+    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n])
     if save is not None:
         save.write(rows)
 
