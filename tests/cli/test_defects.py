@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -203,6 +204,50 @@ def test_7_ctrl_c_is_one_line_and_exit_130(tmp_path, executor):
     assert err == ["nxgates: interrupted; writing the reports of finished gates"]
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["interrupted"] is True and doc["passed"] is False
+
+
+LOST_IN_A_FINALIZER = """
+import os, signal, sys, time, weakref
+from nxgates import cli
+
+cli._install_stop_handlers()
+def callback(_ref):  # the signal arrives while Python runs a weakref callback, where it ignores exceptions
+    os.kill(os.getpid(), signal.SIG{name})
+    start = time.monotonic()
+    while time.monotonic() - start < 0.2:
+        pass
+class Box:
+    pass
+box = Box()
+ref = weakref.ref(box, callback)
+try:
+    del box
+    for _ in range(100):
+        time.sleep(0.01)
+    print("not stopped")
+except KeyboardInterrupt as exc:
+    print("stopped", type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("name, raised", [("TERM", "Terminated"), ("HUP", "Terminated"),
+                                          ("INT", "KeyboardInterrupt")])
+def test_a_stop_signal_inside_a_finalizer_is_not_lost(name, raised):
+    """Python prints an exception raised in a weakref callback or __del__ and carries on: a SIGTERM landing
+    there once left a run going for its whole --timeout. The stop must arrive, and nothing be printed."""
+    python = str(Path(SCRIPT).with_name("python"))
+    done = subprocess.run([python, "-c", LOST_IN_A_FINALIZER.replace("{name}", name)], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.stdout.strip(), done.stderr) == (f"stopped {raised}", "")
+
+
+def test_other_exceptions_in_a_finalizer_are_printed_as_python_prints_them():
+    script = ("from nxgates import cli\ncli._install_stop_handlers()\n"
+              "class Box:\n    def __del__(self):\n        raise ValueError('planted')\nBox()\nprint('went on')\n")
+    python = str(Path(SCRIPT).with_name("python"))
+    done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "went on\n"
+    assert "Exception ignored in" in done.stderr and "ValueError: planted" in done.stderr
 
 
 @pytest.mark.parametrize("group", [False, True])
