@@ -92,9 +92,10 @@ def paired_wall(a: list[str], b: list[str], pairs: int) -> tuple[float, float, f
         for line in out.splitlines():  # "A wall s   min median max": the median is quoted
             words = line.split()
             try:
-                rows[" ".join(words[:-3])] = float(words[-2]) if len(words) >= 5 and float(words[-1]) >= 0 else None
-            except ValueError:
+                _low, middle, _high = (float(w) for w in words[-3:])
+            except ValueError:  # a header or a sentence, not a row of figures
                 continue
+            rows[" ".join(words[:-3])] = middle
         if {"A wall s", "B wall s", "A/B wall"} <= rows.keys():
             return rows["A wall s"], rows["B wall s"], rows["A/B wall"], "farm-bench"
     for cmd in (a, b):  # warm-up, not counted

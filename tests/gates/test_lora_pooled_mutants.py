@@ -147,28 +147,19 @@ def _job(T, DM, R, delta=2097):
     return lora.CellsJob(m, lora.forward(m), delta, np.zeros((DM, R), np.int64), np.zeros((R, DM), np.int64))
 
 
-def test_an_a_task_fills_exactly_its_rows():
+@pytest.mark.parametrize("tensor, rows", [("a", (2, 5)), ("b", (1, 2))])
+def test_a_task_fills_exactly_its_rows(tensor, rows):
     T, DM, R = 3, 7, 3
-    want_a, _ = _expected_diffs(T, DM, R)
+    expected = dict(zip("ab", _expected_diffs(T, DM, R), strict=True))
     job = _job(T, DM, R)
+    task = lora._cells_a_task if tensor == "a" else lora._cells_b_task
     with pool_module.make_pool("thread", 1) as pool:
-        lora._cells_a_task((pool.share(job), 2, 5), 0)
-    want = np.zeros((DM, R), np.int64)
-    want[2:5] = want_a.reshape(DM, R)[2:5]
-    assert job.out_a.tolist() == want.tolist()
-    assert not job.out_b.any()
-
-
-def test_a_b_task_fills_exactly_its_rows():
-    T, DM, R = 3, 7, 3
-    _, want_b = _expected_diffs(T, DM, R)
-    job = _job(T, DM, R)
-    with pool_module.make_pool("thread", 1) as pool:
-        lora._cells_b_task((pool.share(job), 1, 2), 0)
-    want = np.zeros((R, DM), np.int64)
-    want[1:2] = want_b.reshape(R, DM)[1:2]
-    assert job.out_b.tolist() == want.tolist()
-    assert not job.out_a.any()
+        task((pool.share(job), *rows), 0)
+    outputs = {"a": job.out_a, "b": job.out_b}
+    want = np.zeros_like(outputs[tensor])
+    want[slice(*rows)] = expected[tensor].reshape(want.shape)[slice(*rows)]
+    assert outputs[tensor].tolist() == want.tolist()
+    assert not outputs["b" if tensor == "a" else "a"].any()  # the other tensor's cells untouched
 
 
 def test_cells_a_ticks_once_per_cell_of_its_rows():
