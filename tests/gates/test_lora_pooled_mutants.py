@@ -243,12 +243,13 @@ def test_the_proven_path_gives_the_seeds_integers_when_no_move_repeats(T, DM, R,
     assert got.reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
 
 
-@pytest.mark.parametrize(("moves", "checked"), [(1, 1), (7, 5), (1 << 20, 1 << 21)])
-def test_any_chunk_of_rows_gives_the_same_integers(moves, checked, monkeypatch):
+@pytest.mark.parametrize(("T", "DM", "R", "moves", "checked"),
+                         [(3, 17, 3, 1, 1), (3, 17, 3, 7, 5), (3, 17, 3, 3, 1), (3, 17, 3, 1 << 20, 1 << 21),
+                          (1, 5, 1, 2, 1)])
+def test_any_chunk_of_rows_gives_the_same_integers(T, DM, R, moves, checked, monkeypatch):
     """Rows of A go in chunks sized by their moves (proven path) and, on the guarded path, in pieces
-    sized by its temporaries: chunks of 1, uneven pieces and one chunk give the same integers, every cell
-    ticked once."""
-    T, DM, R = 3, 17, 3
+    sized by its temporaries: chunks of 1, uneven pieces, pieces of 1 in chunks of 3 and one chunk give the
+    same integers, every cell ticked once, in the pieces planned (also where R * T is 1)."""
     want_a, _ = _expected_diffs(T, DM, R)
     monkeypatch.setattr(lora, "MOVES_ELEMENTS", moves * R * T)
     monkeypatch.setattr(lora, "CHECKED_ELEMENTS", checked * R * T * DM)
