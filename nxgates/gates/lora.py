@@ -11,6 +11,8 @@ Two gradcheck algorithms give the same integers:
   column k of the unrounded ``x@A`` sums, hence ``h[:,k]``, hence each ``y[t,j]`` through the single term
   ``h[t,k]*B[k,j]``; moving ``B[k,j]`` moves only column j. Keeping the unrounded sums and re-applying the
   same truncating division reproduces every rounding of the naive path, in O(T*DM) per perturbation.
+  Row t of the moved loss depends on the cell (i, k) only through how far ``h[t,k]`` moves, and cells
+  share few distinct moves (``x[t,i]*delta/S``, rounded): each is evaluated once (:func:`_moved_a_unchecked`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ PARAMS = {
     "algorithm": ChoiceParam("gradcheck path: fast (exact, O(T*DM) per cell) or naive (the seed's)",
                              ("fast", "naive")),
     "workers": IntParam("processes for the fast gradcheck's cells; 0 = auto (one process at small sizes, "
-                        "the usable CPUs from T*DM^2*R = 2^25 up), 1 = in-process", min=0, max=1024,
+                        "the usable CPUs from T*DM^2*R = 2^30 up), 1 = in-process", min=0, max=1024,
                         default=0),
 }
 
@@ -197,7 +199,7 @@ def _loss_delta(loss: int, y: np.ndarray, yp: np.ndarray, ym: np.ndarray, axes: 
 def _proven_a(m: Model, f: Forward, dhs: list[np.ndarray], sum_abs_y: int) -> bool:
     """An exact a-priori proof, from small arrays only, that no int64 intermediate of the moved-A
     computation leaves the safe range, and that ``L(+-delta)`` fits int64 as the seed forms it. When it
-    holds the big (ci, R, T, DM) arrays skip the per-op guards; when it does not, the checked operations
+    holds, :func:`_moved_a_unchecked` skips the per-op guards; when it does not, the checked operations
     decide (and refuse rather than wrap)."""
     T, DM = f.y.shape
     moved = max(q20.max_abs(dh) for dh in dhs) * q20.max_abs(m.B)  # |dh * B|
@@ -213,69 +215,70 @@ def _proven_a(m: Model, f: Forward, dhs: list[np.ndarray], sum_abs_y: int) -> bo
 def diffs_fast_a(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
     """Loss differences for every cell (i, k) of A, batched over i in bounded chunks."""
     out = np.zeros(m.A.shape, dtype=np.int64)
-    cells_a(m, f, delta, range(m.A.shape[0]), out, lambda n: (ctx.progress.advance(n), ctx.check_time()))
+    cells_a(m, f, delta, range(m.A.shape[1]), out, lambda n: (ctx.progress.advance(n), ctx.check_time()))
     return out
 
 
-def cells_a(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray, tick: Callable[[int], Any]) -> None:
-    """Loss differences of the cells of A in ``rows`` into ``out`` (DM x R); every row is independent of the
-    others, so any split of the rows gives the same integers. ``tick(n)`` after each chunk of n cells."""
-    DM, R = m.A.shape
+#: rows of A per chunk are sized so the moves of h, (rows, R, T), hold about this many int64 each
+MOVES_ELEMENTS = 1 << 20
+#: the guarded path's (rows, R, T, DM) temporaries hold about this many int64 each
+CHECKED_ELEMENTS = 1 << 21
+
+
+def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, tick: Callable[[int], Any]) -> None:
+    """Loss differences of the cells of A in ``columns`` (values of k, every row) into ``out`` (DM x R).
+    Every cell is independent of the others, so any split gives the same integers; a column's cells share
+    their moves of h (see :func:`_moved_a_unchecked`), so a pool splits A by columns. ``tick(n)`` after each
+    piece of n cells."""
+    DM = m.A.shape[0]
     T = m.x.shape[0]
+    ks = slice(columns.start, columns.stop)
+    R = len(columns)
+    B, out = m.B[ks], out[:, ks]
     xt = m.x.T  # (DM, T)
     sum_abs_y = sum(abs(v) for v in f.y.ravel().tolist())  # exact, for the a-priori proof
-    step = max(1, (1 << 21) // max(1, R * T * DM))
-    for i0 in range(rows.start, rows.stop, step):
-        i1 = min(rows.stop, i0 + step)
-        xi = xt[i0:i1]  # (ci, T)
-        shift = q20.mul(xi[:, None, :], delta, "x * delta")  # (ci, 1, T)
+    step = max(1, MOVES_ELEMENTS // max(1, R * T))
+    for i0 in range(0, DM, step):
+        i1 = min(DM, i0 + step)
+        shift = q20.mul(xt[i0:i1, None, :], delta, "x * delta")  # (ci, 1, T)
         # how far h[:, k] moves when A[i, k] moves by +delta and by -delta: (ci, R, T)
-        dhs = [tdiv(q20.add(f.acc_h.T[None, :, :], sign * shift, "x@A +- x*delta"), S) - f.h.T[None, :, :]
+        dhs = [tdiv(q20.add(f.acc_h.T[None, ks], sign * shift, "x@A +- x*delta"), S) - f.h.T[None, ks]
                for sign in (1, -1)]
         if _proven_a(m, f, dhs, sum_abs_y):
-            _moved_a_unchecked(f, m.B, dhs[0], dhs[1], out[i0:i1])
-        else:
+            _moved_a_unchecked(f, B, dhs[0], dhs[1], out[i0:i1])
+            tick((i1 - i0) * R)
+            continue
+        sub = max(1, CHECKED_ELEMENTS // max(1, R * T * DM))
+        for j0 in range(i0, i1, sub):
+            j1 = min(i1, j0 + sub)
             ys = []
             for dh in dhs:
-                moved = q20.mul(dh[..., None], m.B[None, :, None, :], "dh * B")  # (ci, R, T, DM)
+                moved = q20.mul(dh[j0 - i0 : j1 - i0, :, :, None], B[None, :, None, :], "dh * B")  # (cj, R, T, DM)
                 acc_y = q20.add(f.acc_y[None, None], moved, "h@B moved")
                 ys.append(q20.add(f.xw[None, None], tdiv(acc_y, S), "y moved"))
-            out[i0:i1] = _loss_delta(f.loss, f.y[None, None], ys[0], ys[1], (2, 3))
-        tick((i1 - i0) * R)
-
-
-#: int64 elements per temporary of the proven path: a few such blocks stay in the L2 cache
-BLOCK_ELEMENTS = 1 << 16
+            out[j0:j1] = _loss_delta(f.loss, f.y[None, None], ys[0], ys[1], (2, 3))
+            tick((j1 - j0) * R)
 
 
 def _moved_a_unchecked(f: Forward, B: np.ndarray, dh_plus: np.ndarray, dh_minus: np.ndarray, out: np.ndarray) -> None:
-    """``sum (yp - ym)(yp + ym)`` per cell (i, k), in place on cache-sized blocks of k (the same integers as
-    the whole-array expression; :func:`_proven_a` has shown that nothing here leaves int64)."""
+    """``L(+delta) - L(-delta)`` per cell (i, k), each moved loss summed row by row of y.
+
+    Moving ``A[i, k]`` moves ``h[t, k]`` by ``a = dh[i, k, t]``, and row t of the moved loss is
+    ``G(k, t, a) = sum_j (xw[t, j] + tdiv(acc_y[t, j] + a * B[k, j], S))^2``: the cell enters only through
+    a. Cells share few distinct moves (``x[t, i] * delta / S``, rounded; the seed's x takes 11 values), so G
+    is evaluated once per distinct (k, t, a) and gathered: the same integers as the seed's whole forwards,
+    at a fraction of the work. :func:`_proven_a` has shown that nothing here leaves int64: every G is a
+    partial sum of a moved loss ``L(+-delta)``, which is below ``q20.SQUARES_LIMIT``.
+    """
     ci, R, T = dh_plus.shape
-    DM = B.shape[1]
-    ck = max(1, min(R, BLOCK_ELEMENTS // (T * DM)))
-    buffers = [np.empty((ck, T, DM), np.int64) for _ in range(3)]
-    for i in range(ci):
-        for k0 in range(0, R, ck):
-            k1 = min(R, k0 + ck)
-            yp, ym, tmp = (b[: k1 - k0] for b in buffers)
-            for y, dh in ((yp, dh_plus), (ym, dh_minus)):
-                np.multiply(dh[i, k0:k1, :, None], B[k0:k1, None, :], out=y)  # how far h@B moves
-                y += f.acc_y
-                _tdiv_s_inplace(y, tmp)
-                y += f.xw  # y moved
-            np.subtract(yp, ym, out=tmp)
-            yp += ym
-            tmp *= yp
-            out[i, k0:k1] = tmp.sum(axis=(1, 2))
-
-
-def _tdiv_s_inplace(a: np.ndarray, tmp: np.ndarray) -> None:
-    """``a = tdiv(a, S)`` in place, as :func:`q20.tdiv` does it for a power of two (negatives rounded up)."""
-    np.right_shift(a, 63, out=tmp)
-    tmp &= S - 1
-    a += tmp
-    a >>= S.bit_length() - 1
+    for k in range(R):
+        losses = np.zeros((2, ci), np.int64)  # L(+delta), L(-delta) of the cells (i, k)
+        for t in range(T):
+            moves, where = np.unique(np.stack([dh_plus[:, k, t], dh_minus[:, k, t]]), return_inverse=True)
+            y = f.acc_y[t] + moves[:, None] * B[k]  # h@B moved, one row per distinct move
+            y = f.xw[t] + tdiv(y, S)
+            losses += (y * y).sum(axis=1)[where.reshape(2, ci)]
+        out[:, k] = losses[0] - losses[1]
 
 
 def diffs_fast_b(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
@@ -298,11 +301,11 @@ def cells_b(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray) -> N
 
 # ---- the fast gradcheck's cells split over a worker pool -------------------------------------------------
 
-#: ``workers=0`` (auto) forks a pool only from this much gradcheck work (2 x cells x T x DM) up. Measured on
-#: 2 cores: the fast gradcheck costs about 6 ns per unit of T*DM^2*R (0.05 s at large, 3.8 s at xl) and a
-#: pool's start and close about 0.04 s, so below ~0.2 s of work the fork costs more than the second core gains
-#: (seed, medium and large stay in one process; xl uses the CPUs)
-AUTO_POOL_WORK = 1 << 26
+#: ``workers=0`` (auto) forks a pool only from this much work (2 x cells x T x DM, what the gradcheck cost
+#: before the memo of moves) up. A pool's start and close cost about 0.04 s on 2 cores; with the memo the
+#: whole gradcheck at xl, the largest preset (T*DM^2*R = 2^29, its loss near int64's limit), is about 0.1 s,
+#: and two workers did not beat one there: every preset stays in one process
+AUTO_POOL_WORK = 1 << 31
 
 
 def gradcheck_workers(requested: int, T: int, DM: int, R: int) -> int:
@@ -328,9 +331,9 @@ class CellsJob:
 def _cells_a_task(ctx: tuple[int, int, int], worker: int) -> None:
     from nxgates.core.pool import resolve
 
-    handle, i0, i1 = ctx
+    handle, k0, k1 = ctx
     job = resolve(handle)
-    cells_a(job.m, job.f, job.delta, range(i0, i1), job.out_a, lambda n: None)
+    cells_a(job.m, job.f, job.delta, range(k0, k1), job.out_a, lambda n: None)
 
 
 def _cells_b_task(ctx: tuple[int, int, int], worker: int) -> None:
@@ -349,8 +352,9 @@ def _split(n: int, parts: int) -> list[range]:
 
 def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers: int
                       ) -> tuple[np.ndarray, np.ndarray]:
-    """The fast gradcheck with A's rows and B's rows dealt over ``workers`` forked processes, writing into
-    shared memory: the same integers as :func:`diffs_fast_a` / :func:`diffs_fast_b` (cells are independent).
+    """The fast gradcheck with A's columns and B's rows (both values of k) dealt over ``workers`` forked
+    processes, writing into shared memory: the same integers as :func:`diffs_fast_a` / :func:`diffs_fast_b`
+    (cells are independent). With R below the worker count, some workers get no A or B cells.
 
     A task that fails (an overflow refusal, say) makes this fall back to the in-process path, which then
     raises exactly what a single process would.
@@ -362,8 +366,9 @@ def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers
     try:
         job = CellsJob(m, f, delta, pool.array((DM, R), np.int64), pool.array((R, DM), np.int64))
         handle = pool.share(job)
-        for rows in _split(DM, pool.n_workers):
-            pool.submit(_cells_a_task, (handle, rows.start, rows.stop), label=f"A rows {rows.start}..{rows.stop - 1}")
+        for columns in _split(R, pool.n_workers):
+            pool.submit(_cells_a_task, (handle, columns.start, columns.stop),
+                        label=f"A columns {columns.start}..{columns.stop - 1}")
         for rows in _split(R, pool.n_workers):
             pool.submit(_cells_b_task, (handle, rows.start, rows.stop), label=f"B rows {rows.start}..{rows.stop - 1}")
         n_tasks = pool.n_submitted

@@ -147,35 +147,38 @@ def _job(T, DM, R, delta=2097):
     return lora.CellsJob(m, lora.forward(m), delta, np.zeros((DM, R), np.int64), np.zeros((R, DM), np.int64))
 
 
-@pytest.mark.parametrize("tensor, rows", [("a", (2, 5)), ("b", (1, 2))])
-def test_a_task_fills_exactly_its_rows(tensor, rows):
-    T, DM, R = 3, 7, 3
+@pytest.mark.parametrize("tensor, ks", [("a", (1, 3)), ("b", (1, 2))])
+def test_a_task_fills_exactly_its_values_of_k(tensor, ks):
+    """An A task fills its columns of A (DM x R), a B task its rows of B (R x DM): both are values of k."""
+    T, DM, R = 3, 7, 4
     expected = dict(zip("ab", _expected_diffs(T, DM, R), strict=True))
     job = _job(T, DM, R)
     task = lora._cells_a_task if tensor == "a" else lora._cells_b_task
     with pool_module.make_pool("thread", 1) as pool:
-        task((pool.share(job), *rows), 0)
+        task((pool.share(job), *ks), 0)
     outputs = {"a": job.out_a, "b": job.out_b}
     want = np.zeros_like(outputs[tensor])
-    want[slice(*rows)] = expected[tensor].reshape(want.shape)[slice(*rows)]
+    cells = (slice(None), slice(*ks)) if tensor == "a" else slice(*ks)
+    want[cells] = expected[tensor].reshape(want.shape)[cells]
     assert outputs[tensor].tolist() == want.tolist()
     assert not outputs["b" if tensor == "a" else "a"].any()  # the other tensor's cells untouched
 
 
-def test_cells_a_ticks_once_per_cell_of_its_rows():
-    T, DM, R = 3, 7, 3
+def test_cells_a_ticks_once_per_cell_of_its_columns():
+    T, DM, R = 3, 7, 5
     want_a, _ = _expected_diffs(T, DM, R)
     m = lora.init_model(T, DM, R)
     out = np.zeros((DM, R), np.int64)
     ticks = []
-    lora.cells_a(m, lora.forward(m), 2097, range(2, 5), out, ticks.append)
-    assert sum(ticks) == 3 * R
-    assert out[2:5].tolist() == want_a.reshape(DM, R)[2:5].tolist()
-    assert not out[:2].any() and not out[5:].any()
+    lora.cells_a(m, lora.forward(m), 2097, range(2, 4), out, ticks.append)
+    assert sum(ticks) == DM * 2
+    assert out[:, 2:4].tolist() == want_a.reshape(DM, R)[:, 2:4].tolist()
+    assert not out[:, :2].any() and not out[:, 4:].any()
 
 
-def test_the_single_process_path_counts_every_cell_once_over_several_chunks(lora_params):
-    # 64 x 200 x 1: cells_a works in chunks of 163 rows, so A's 200 rows take two chunks
+def test_the_single_process_path_counts_every_cell_once_over_several_chunks(lora_params, monkeypatch):
+    # 64 x 200 x 1 with chunks of 163 rows: A's 200 rows take two chunks
+    monkeypatch.setattr(lora, "MOVES_ELEMENTS", 163 * 64)
     run_ctx = ctx({**lora_params, "T": 64, "DM": 200, "R": 1, "workers": 1})
     run_ctx.progress = CountingProgress()
     lora.run(run_ctx)
@@ -187,10 +190,11 @@ def test_the_single_process_path_counts_every_cell_once_over_several_chunks(lora
 
 def test_auto_forks_from_exactly_the_documented_work_up(monkeypatch):
     monkeypatch.setattr(cpus, "auto_workers", lambda: 7)
-    assert lora.AUTO_POOL_WORK == 2 * 4096 * 1 * 2 * 4096
-    assert lora.gradcheck_workers(0, 2, 4096, 1) == 7  # at the threshold: a pool
-    assert lora.gradcheck_workers(0, 1, 4096, 1) == 1  # half of it: one process
-    assert lora.gradcheck_workers(0, 3, 2048, 2) == 1  # three quarters of it: one process
+    assert lora.AUTO_POOL_WORK == 2 * 16384 * 2 * 2 * 16384
+    assert lora.gradcheck_workers(0, 2, 16384, 2) == 7  # at the threshold: a pool
+    assert lora.gradcheck_workers(0, 1, 16384, 2) == 1  # half of it: one process
+    assert lora.gradcheck_workers(0, 3, 8192, 4) == 1  # three quarters of it: one process
+    assert lora.gradcheck_workers(0, 32, 1024, 16) == 1  # the xl preset
     assert lora.gradcheck_workers(5, 1, 4096, 1) == 5
 
 
@@ -204,8 +208,7 @@ def test_the_memory_estimate_counts_the_requested_workers(lora_params, monkeypat
 # ---- the proven (unchecked, in-place) path of A, and what the report counts -----------------------------
 
 
-def test_the_proven_path_in_blocks_equals_the_checked_path(monkeypatch):
-    # 64 x 256: a block holds 4 of the 5 values of k, so each row of A takes a full block and a partial one
+def test_the_proven_path_equals_the_checked_path(monkeypatch):
     T, DM, R = 64, 256, 5
     m = lora.init_model(T, DM, R)
     f = lora.forward(m)
@@ -214,16 +217,52 @@ def test_the_proven_path_in_blocks_equals_the_checked_path(monkeypatch):
     monkeypatch.setattr(lora, "_proven_a", lambda *args: False)  # every chunk through the per-op guards
     checked = lora.diffs_fast_a(m, f, 2097, plain)
     assert proven.tolist() == checked.tolist()
-    assert np.count_nonzero(proven[:, 4]) > DM // 2  # the partial block's column is really computed
+    assert np.count_nonzero(proven[:, 4]) > DM // 2  # the last column is really computed
 
 
-def test_the_in_place_division_truncates_as_tdiv_does():
-    S = lora.S
-    values = [-3 * S + 1, -S - 1, -S, -S + 1, -2, -1, 0, 1, S - 1, S, 2 * S + 1, -(1 << 62) + 1, (1 << 62) - 1]
-    a = np.array(values, np.int64)
-    want = lora.tdiv(a.copy(), S)
-    lora._tdiv_s_inplace(a, np.empty_like(a))
-    assert a.tolist() == want.tolist()
+def _random_model(T, DM, R, seed):
+    """Every entry its own value: no two cells share a move of h, so the proven path's memo of distinct moves
+    saves nothing and must still give the seed's integers (the seed's x takes 11 values only)."""
+    rng = np.random.default_rng(seed)
+
+    def q(*shape, scale):
+        return rng.integers(-scale, scale + 1, size=shape, dtype=np.int64)
+
+    return lora.Model(q(T, DM, scale=lora.S), q(DM, DM, scale=lora.S // 8), q(DM, R, scale=lora.S // 8),
+                      q(R, DM, scale=lora.S // 8))
+
+
+@pytest.mark.parametrize(("T", "DM", "R", "seed"), [(5, 9, 3, 1), (2, 31, 1, 2), (7, 4, 4, 3)])
+def test_the_proven_path_gives_the_seeds_integers_when_no_move_repeats(T, DM, R, seed):
+    m = _random_model(T, DM, R, seed)
+    f = lora.forward(m)
+    dhs = [(lora.tdiv(f.acc_h.T[None] + sign * m.x.T[:, None, :] * 2097, lora.S) - f.h.T[None]) for sign in (1, -1)]
+    assert np.unique(np.concatenate([d[:, 0, 0] for d in dhs])).size > DM  # the moves of h[0, 0] barely repeat
+    assert lora._proven_a(m, f, dhs, int(np.abs(f.y).sum()))
+    got = lora.diffs_fast_a(m, f, 2097, RunContext(params={}))
+    assert got.reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
+
+
+@pytest.mark.parametrize(("T", "DM", "R", "moves", "checked"),
+                         [(3, 17, 3, 1, 1), (3, 17, 3, 7, 5), (3, 17, 3, 3, 1), (3, 17, 3, 1 << 20, 1 << 21),
+                          (1, 5, 1, 2, 1)])
+def test_any_chunk_of_rows_gives_the_same_integers(T, DM, R, moves, checked, monkeypatch):
+    """Rows of A go in chunks sized by their moves (proven path) and, on the guarded path, in pieces
+    sized by its temporaries: chunks of 1, uneven pieces, pieces of 1 in chunks of 3 and one chunk give the
+    same integers, every cell ticked once, in the pieces planned (also where R * T is 1)."""
+    want_a, _ = _expected_diffs(T, DM, R)
+    monkeypatch.setattr(lora, "MOVES_ELEMENTS", moves * R * T)
+    monkeypatch.setattr(lora, "CHECKED_ELEMENTS", checked * R * T * DM)
+    m = lora.init_model(T, DM, R)
+    f = lora.forward(m)
+    for proven in (True, False):
+        monkeypatch.setattr(lora, "_proven_a", lambda *args, p=proven: p)
+        out, ticks = np.zeros((DM, R), np.int64), []
+        lora.cells_a(m, f, 2097, range(R), out, ticks.append)
+        assert out.reshape(-1).tolist() == want_a.tolist()
+        chunks = [min(moves, DM - i) for i in range(0, DM, moves)]
+        pieces = chunks if proven else [min(checked, c - j) for c in chunks for j in range(0, c, checked)]
+        assert ticks == [R * n for n in pieces]
 
 
 def test_the_report_counts_the_cells_that_passed(lora_params):
@@ -261,19 +300,6 @@ def test_near_the_int64_bound_the_fast_path_matches_python_integers(proven, monk
     plain = RunContext(params={})
     assert lora.diffs_fast_a(m, f, 2097, plain).reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
     assert lora.diffs_fast_b(m, f, 2097, plain).reshape(-1).tolist() == _python_int_diffs(m, m.B, 2097)
-
-
-@pytest.mark.parametrize("block", [1, 12, 13, 30, 1 << 16])
-def test_any_block_size_gives_the_same_integers(block, monkeypatch):
-    """The proven path's cache blocks over k: T > DM and R > 2 blocks, so a block count or size computed
-    wrongly (a float, a loop that stops after the first blocks) shows."""
-    T, DM, R = 6, 2, 5
-    want_a, _ = _expected_diffs(T, DM, R)
-    monkeypatch.setattr(lora, "BLOCK_ELEMENTS", block)
-    m = lora.init_model(T, DM, R)
-    got = lora.diffs_fast_a(m, lora.forward(m), 2097, RunContext(params={}))
-    assert got.reshape(-1).tolist() == want_a.tolist()
-    assert np.count_nonzero(got[:, R - 1]) > 0  # the last block's column is really computed
 
 
 def test_params_without_workers_mean_auto(lora_params, monkeypatch):

@@ -303,7 +303,7 @@ def _crafted(T, DM, d, b, acc_y, xw, loss):
 
 def _cells_a(m, f):
     out = np.zeros(m.A.shape, np.int64)
-    lora.cells_a(m, f, S, range(m.A.shape[0]), out, lambda n: None)
+    lora.cells_a(m, f, S, range(m.A.shape[1]), out, lambda n: None)
     return out
 
 
