@@ -12,7 +12,7 @@ from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext, Varian
 from nxgates.registry import GateEntry
 
 
-@dataclass
+@dataclass(eq=False)  # records, never compared by value; a generated __eq__ only costs start-up
 class GateReport:
     """One gate run as the reports see it. ``error`` is set when the gate timed out or crashed."""
 
@@ -145,7 +145,7 @@ def _signature(report: GateReport) -> tuple:
     return tuple((c.name, c.passed) for c in report.output.checks), report.output.digest
 
 
-@dataclass
+@dataclass(eq=False)
 class KillRow:
     """One selftest row: a gate run clean (``fault`` None, must pass) or with a planted fault (must fail)."""
 
