@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -221,7 +222,8 @@ def _toml(text: str, source: str) -> dict[str, Any]:
 @functools.cache  # listed once per process: every table of every registry asks, up to twice
 def available_modules() -> frozenset[str]:
     """The gate modules nxgates ships: the only modules a registry may name, besides registered plugins."""
-    return frozenset(p.stem for p in GATES_DIR.glob("*.py") if not p.stem.startswith("_"))
+    return frozenset(name.removesuffix(".py") for name in os.listdir(GATES_DIR)
+                     if name.endswith(".py") and not name.startswith("_"))
 
 
 def _plugin_entries(registry: Registry) -> dict[str, GateEntry]:
