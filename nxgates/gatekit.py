@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from nxgates.errors import ConfigError, GateTimeout
 
@@ -30,11 +30,12 @@ ParamValue = int | str
 _INT = r"[+-]?[0-9]{1,30}"  #: compiled on first use (re caches it): only --set values need it
 
 
-# The records below are dataclasses with eq=False: nothing compares them by value, and every method a
-# dataclass generates is compiled at import, i.e. at every start-up of the command line (issue 11). Those
-# holding functions or a run's state have no generated repr either.
-@dataclass(frozen=True, eq=False)
-class IntParam:
+# Start-up (issue 11): every method a dataclass generates is compiled at import, ~0.1 ms apiece at every
+# start of the command line. So the small immutable records are NamedTuples (immutable, with a repr and ==,
+# at a fraction of the cost); the others are dataclasses without an __eq__ (nothing compares them by
+# value) and, where they hold functions or a run's state, without a __repr__. GateDef stays a frozen
+# dataclass: ``dataclasses.replace`` is how one is varied.
+class IntParam(NamedTuple):
     """An integer parameter with an inclusive range; ``--set`` values must parse as base-10 integers."""
 
     doc: str
@@ -63,8 +64,7 @@ class IntParam:
         return f"int in [{self.min}, {self.max}]"
 
 
-@dataclass(frozen=True, eq=False)
-class ChoiceParam:
+class ChoiceParam(NamedTuple):
     """A string parameter restricted to named choices."""
 
     doc: str
@@ -87,16 +87,14 @@ class ChoiceParam:
 Param = IntParam | ChoiceParam
 
 
-@dataclass(frozen=True, eq=False)
-class Fault:
+class Fault(NamedTuple):
     """A named, deliberately planted defect; the gate must FAIL, at least through ``caught_by``."""
 
     doc: str
     caught_by: tuple[str, ...]
 
 
-@dataclass(eq=False)
-class Check:
+class Check(NamedTuple):
     """One PASS/FAIL line of a gate."""
 
     name: str
@@ -105,8 +103,7 @@ class Check:
     seconds: float = 0.0
 
 
-@dataclass(eq=False)
-class Line:
+class Line(NamedTuple):
     """An information line; ``level`` is ``info`` (always), ``detail`` (hidden by -q) or ``verbose`` (-v)."""
 
     text: str
@@ -198,8 +195,7 @@ class GateOutput:
         return [i for i in self.items if isinstance(i, Check)]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Variant:
+class Variant(NamedTuple):
     """Another configuration ``nxgates selftest`` runs a gate and each of its faults under (e.g. an executor).
 
     ``session`` is entered around those runs (e.g. one cluster they share, so the selftest stays cheap).
