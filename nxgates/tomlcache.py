@@ -36,7 +36,7 @@ def cache_path(source: Path) -> Path | None:
 def read(cache: Path, text: str) -> dict[str, Any] | None:
     """The cached parse of ``text``, or None when ``cache`` does not hold one that can be trusted."""
     try:
-        fd = os.open(cache, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there must not block the start
+        fd = os.open(cache, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO put there must not block
     except OSError:
         return None
     try:
