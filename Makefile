@@ -18,9 +18,10 @@ $(VENV)/.dev-installed: pyproject.toml | $(PY)
 	touch $(VENV)/.run-installed $@
 
 # Byte-compile the (editable) package: with PYTHONDONTWRITEBYTECODE set, as on CI, every start would
-# otherwise recompile it from source.
+# otherwise recompile it from source. Likewise cache the packaged gates.toml's parse (nxgates/tomlcache.py).
 compile: $(VENV)/.run-installed
 	@$(PY) -m compileall -q nxgates
+	@$(PY) -c "from nxgates import registry; registry.cache_packaged()"
 
 run: compile
 	$(VENV)/bin/nxgates run all

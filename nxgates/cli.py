@@ -173,8 +173,11 @@ def cli() -> None:
     """
 
 
+CONFIG_PATH = click.Path(dir_okay=False)  #: shared: each click.Path costs a gettext lookup at start-up
+
+
 def _config_option(f):
-    return click.option("--config", "config", cls=OnceOption, type=click.Path(dir_okay=False), default=None,
+    return click.option("--config", "config", cls=OnceOption, type=CONFIG_PATH, default=None,
                         help="Gate registry to use instead of ./gates.toml or the packaged one.")(f)
 
 

@@ -20,18 +20,22 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from nxgates.errors import ConfigError, GateTimeout
 
 __all__ = ["ChoiceParam", "ConfigError", "Fault", "GateDef", "GateOutput", "IntParam", "RunContext"]
 
 ParamValue = int | str
-_INT = re.compile(r"[+-]?[0-9]{1,30}")
+_INT = r"[+-]?[0-9]{1,30}"  #: compiled on first use (re caches it): only --set values need it
 
 
-@dataclass(frozen=True)
-class IntParam:
+# Start-up (issue 11): every method a dataclass generates is compiled at import, ~0.1 ms apiece at every
+# start of the command line. So the small immutable records are NamedTuples (immutable, with a repr and ==,
+# at a fraction of the cost); the others are dataclasses without an __eq__ (nothing compares them by
+# value) and, where they hold functions or a run's state, without a __repr__. GateDef stays a frozen
+# dataclass: ``dataclasses.replace`` is how one is varied.
+class IntParam(NamedTuple):
     """An integer parameter with an inclusive range; ``--set`` values must parse as base-10 integers."""
 
     doc: str
@@ -43,7 +47,7 @@ class IntParam:
 
     def parse(self, key: str, text: str) -> int:
         text = text.strip()
-        if not _INT.fullmatch(text):  # no floats, hex, underscores or other spellings int() would take
+        if not re.fullmatch(_INT, text):  # no floats, hex, underscores or other spellings int() would take
             if re.fullmatch(r"[+-]?[0-9]+", text, flags=re.ASCII):  # an integer, too long to be in range
                 raise ConfigError(f"{key}={text[:40]}... ({len(text)} digits) is out of range [{self.min}, {self.max}]")
             raise ConfigError(f"{key} takes an integer, got {text!r}")
@@ -60,8 +64,7 @@ class IntParam:
         return f"int in [{self.min}, {self.max}]"
 
 
-@dataclass(frozen=True)
-class ChoiceParam:
+class ChoiceParam(NamedTuple):
     """A string parameter restricted to named choices."""
 
     doc: str
@@ -84,16 +87,14 @@ class ChoiceParam:
 Param = IntParam | ChoiceParam
 
 
-@dataclass(frozen=True)
-class Fault:
+class Fault(NamedTuple):
     """A named, deliberately planted defect; the gate must FAIL, at least through ``caught_by``."""
 
     doc: str
     caught_by: tuple[str, ...]
 
 
-@dataclass
-class Check:
+class Check(NamedTuple):
     """One PASS/FAIL line of a gate."""
 
     name: str
@@ -102,8 +103,7 @@ class Check:
     seconds: float = 0.0
 
 
-@dataclass
-class Line:
+class Line(NamedTuple):
     """An information line; ``level`` is ``info`` (always), ``detail`` (hidden by -q) or ``verbose`` (-v)."""
 
     text: str
@@ -123,7 +123,7 @@ class Progress:
         """End the current unit of work."""
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class RunContext:
     """Everything a gate run gets from the runner."""
 
@@ -143,16 +143,32 @@ class RunContext:
             raise GateTimeout("timed out")
 
 
-@dataclass
 class GateOutput:
-    """What a gate run reports: ordered lines and checks, metrics for JSON, the verdict texts."""
+    """What a gate run reports: ordered lines and checks, metrics for JSON, the verdict texts, a digest.
 
-    items: list[Line | Check] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    green: str = "GREEN"
-    red: str = "RED"
-    digest: str = ""  #: a stable fingerprint of the numbers, compared across --repeat runs
-    _clock: float = field(default_factory=time.perf_counter, repr=False)
+    ``digest`` is a stable fingerprint of the numbers, compared across ``--repeat`` runs. A gate may set it
+    to a function returning that string: it is then called when the digest is first read, so a single run,
+    which never reads it, does not pay for hashing (importing hashlib alone is ~3 ms of start-up).
+    """
+
+    def __init__(self, items: list[Line | Check] | None = None, metrics: dict[str, Any] | None = None,
+                 green: str = "GREEN", red: str = "RED", digest: str | Callable[[], str] = ""):
+        self.items = [] if items is None else items
+        self.metrics = {} if metrics is None else metrics
+        self.green = green
+        self.red = red
+        self.digest = digest
+        self._clock = time.perf_counter()
+
+    @property
+    def digest(self) -> str:
+        if callable(self._digest):
+            self._digest = self._digest()
+        return self._digest
+
+    @digest.setter
+    def digest(self, value: str | Callable[[], str]) -> None:
+        self._digest = value
 
     def info(self, text: str) -> None:
         """A line always shown (the seed's own output lines)."""
@@ -179,8 +195,7 @@ class GateOutput:
         return [i for i in self.items if isinstance(i, Check)]
 
 
-@dataclass(frozen=True)
-class Variant:
+class Variant(NamedTuple):
     """Another configuration ``nxgates selftest`` runs a gate and each of its faults under (e.g. an executor).
 
     ``session`` is entered around those runs (e.g. one cluster they share, so the selftest stays cheap).
@@ -191,7 +206,7 @@ class Variant:
     session: Callable[[], AbstractContextManager] = contextlib.nullcontext
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class GateDef:
     """A gate module's declaration. ``run`` must be deterministic for given params and fault.
 

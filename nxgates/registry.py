@@ -7,14 +7,16 @@ problem becomes a :class:`ConfigError` with one line that names the file.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 import re
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nxgates import safeio
+from nxgates import safeio, tomlcache
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import GateDef, ParamValue
 
@@ -29,7 +31,7 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 BUILT_IN = "built-in"
 
 
-@dataclass
+@dataclass(eq=False)  # entries are compared by identity; a generated __eq__ only costs start-up
 class GateEntry:
     """One ``[gates.NAME]`` table. Its module is imported, and its params checked against the module's
     declaration, only when the gate is first used: ``nxgates run lora`` imports the lora gate alone.
@@ -104,8 +106,10 @@ class GateEntry:
         return self._presets
 
 
-@dataclass
+@dataclass(eq=False)
 class Registry:
+    """A loaded gates.toml: its gates in file order, and the plugin gates once asked for."""
+
     source: str
     gates: dict[str, GateEntry]
     _plugins: dict[str, GateEntry] | None = field(default=None, repr=False)
@@ -163,7 +167,16 @@ def load(path: str | Path | None = None) -> Registry:
     except ConfigError as exc:
         reason = str(exc).removeprefix(f"config {target}: ")
         raise ConfigError(f"{source}: cannot read config: {reason}") from None
-    return parse(text, source)
+    return parse(text, source, tomlcache.cache_path(PACKAGED_CONFIG) if target == PACKAGED_CONFIG else None)
+
+
+def cache_packaged() -> None:
+    """Cache the packaged gates.toml's parse even under PYTHONDONTWRITEBYTECODE: ``make compile`` runs this,
+    as compileall writes bytecode regardless."""
+    cache = tomlcache.cache_path(PACKAGED_CONFIG)
+    if cache is not None:
+        text = safeio.read_text(PACKAGED_CONFIG, "config", safeio.TOML_LIMIT)
+        tomlcache.write(cache, text, _toml(text, "gates.toml (packaged)"))
 
 
 def shorten(name: str, limit: int = NAME_SHOWN) -> str:
@@ -171,13 +184,13 @@ def shorten(name: str, limit: int = NAME_SHOWN) -> str:
     return name if len(name) <= limit else f"{name[:limit]}... ({len(name)} characters)"
 
 
-def parse(text: str, source: str) -> Registry:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
-    except RecursionError:  # tomllib recurses per nesting level: `x = [[[[...]]]]` thousands deep
-        raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
+def parse(text: str, source: str, cache: Path | None = None) -> Registry:
+    """A registry from gates.toml ``text``; ``cache`` (the packaged file's) may hold its parse already."""
+    data = tomlcache.read(cache, text) if cache is not None else None
+    if data is None:
+        data = _toml(text, source)
+        if cache is not None and not sys.dont_write_bytecode:  # where Python would write bytecode
+            tomlcache.write(cache, text, data)
     tables = data.get("gates")
     if not isinstance(tables, dict) or not tables:
         raise ConfigError(f"{source}: no gates defined (expected [gates.NAME] tables)")
@@ -195,9 +208,22 @@ def parse(text: str, source: str) -> Registry:
     return Registry(source, gates)
 
 
-def available_modules() -> set[str]:
+def _toml(text: str, source: str) -> dict[str, Any]:
+    import tomllib  # here, not at the top: with the packaged file's parse cached, a start-up never needs it
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nesting level: `x = [[[[...]]]]` thousands deep
+        raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
+
+
+@functools.cache  # listed once per process: every table of every registry asks, up to twice
+def available_modules() -> frozenset[str]:
     """The gate modules nxgates ships: the only modules a registry may name, besides registered plugins."""
-    return {p.stem for p in GATES_DIR.glob("*.py") if not p.stem.startswith("_")}
+    return frozenset(name.removesuffix(".py") for name in os.listdir(GATES_DIR)
+                     if name.endswith(".py") and not name.startswith("_"))
 
 
 def _plugin_entries(registry: Registry) -> dict[str, GateEntry]:

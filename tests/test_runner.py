@@ -18,6 +18,27 @@ def passing(ctx) -> GateOutput:
     return out
 
 
+def digested_lazily(digests):
+    """A gate whose every run gives its digest as a function (as lora does), the next of ``digests``."""
+    values = iter(digests)
+
+    def run(ctx) -> GateOutput:
+        out = GateOutput()
+        out.check("ok", True)
+        value = next(values)
+        out.digest = lambda: value
+        return out
+
+    return run
+
+
+def test_repeat_compares_digests_given_as_functions():
+    assert run_repeated(entry_running(digested_lazily(["same"] * 3)), {}, 3, timeout=None).passed
+    report = run_repeated(entry_running(digested_lazily(["one", "one", "other"])), {}, 3, timeout=None)
+    assert not report.passed
+    assert report.output.checks[-1].detail == "2/3 runs agreed on every check and the digest one"
+
+
 def test_every_repeat_shares_the_gates_deadline():
     deadlines = []
 

@@ -26,7 +26,7 @@ def _address_space_left() -> int:
     if limit == resource.RLIM_INFINITY or limit < 0:
         return 1 << 62
     try:
-        with open("/proc/self/status", encoding="ascii") as fh:
+        with open("/proc/self/status", encoding="utf-8") as fh:
             used = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
     except (OSError, ValueError, IndexError, StopIteration):
         used = 0
@@ -35,7 +35,7 @@ def _address_space_left() -> int:
 
 def _system_available() -> int:
     try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
+        with open("/proc/meminfo", encoding="utf-8") as fh:  # ASCII; the utf-8 codec is loaded already
             for line in fh:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024

@@ -79,6 +79,17 @@ def test_the_digest_fingerprints_the_loss_and_every_integer():
     assert out.digest == h.hexdigest() == "19b26ea9ca93c9de649750f36223b18f521c8e7f3e4838b7e62584aa34ac5eb2"
 
 
+def test_the_digest_is_hashed_only_when_read(monkeypatch):
+    """Start-up: a single run never reads the digest (--repeat does), so it never imports hashlib."""
+    calls = []
+    digest = lora._digest
+    monkeypatch.setattr(lora, "_digest", lambda *args: calls.append(1) or digest(*args))
+    out = lora.run(ctx(ODD))
+    assert calls == []
+    assert out.digest == out.digest == lora.run(ctx({**ODD, "algorithm": "naive"})).digest
+    assert calls == [1, 1]
+
+
 # ---- the planted faults do exactly what their table says -----------------------------------------------
 
 
