@@ -72,9 +72,12 @@ BARRIER_SECONDS = 10.0
 
 # ---- the job: everything a task needs, shared with the workers through the pool ------------------------
 
-#: the gradient rows of one chunk are sized to about this many bytes: memory is flat in B, and a chunk still
-#: holds a few examples per worker (tests make it tiny to force many chunks)
-CHUNK_BYTES = 32 << 20
+#: the gradient rows of one chunk are sized to about this many bytes: memory is flat in B. Smaller chunks mean
+#: fewer shared pages for the workers to fault in and tear down (measured at large: 16 MiB beat 32 MiB), but
+#: each pass ends in a wait for its slowest worker, so a chunk keeps at least ``MIN_ROUNDS`` examples per
+#: worker (xl: 4 examples a chunk took 6.5 s, 10 took 5.5 s). Tests set both to 1 to force many chunks.
+CHUNK_BYTES = 16 << 20
+MIN_ROUNDS = 4
 
 
 def chunk_examples(n_params: int, n_workers: int, B: int, remote: bool = False) -> int:
@@ -87,7 +90,7 @@ def chunk_examples(n_params: int, n_workers: int, B: int, remote: bool = False) 
     if remote:
         return B
     rows = CHUNK_BYTES // (4 * n_params)
-    return min(B, max(n_workers, rows - rows % n_workers))
+    return min(B, max(MIN_ROUNDS * n_workers, rows - rows % n_workers))
 
 
 @dataclass
@@ -103,6 +106,7 @@ class Job:
     fault: str | None
     remote: bool = False  #: a copy on a remote worker whose rows cannot be shared: its tasks return them
     rows_shared: bool = True  #: ``outputs`` is memory every worker maps (forked, threads, a LocalCluster)
+    n_workers: int = 1  #: the pool's, for start-up to touch only the rows each worker will write
     shared_arena: Tape | None = None
     barrier: Any = None
     arenas: dict[int, Tape] = field(default_factory=dict)
@@ -145,15 +149,17 @@ class Job:
 
 
 def prepare_task(handle: int, worker: int) -> None:
-    """Pool start-up on one worker: make its arena and map the chunk's output rows.
+    """Pool start-up on one worker: make its arena and map the output rows it will write.
 
     In a forked worker, shared pages are mapped on first touch, at a cost the serial pass (writing into
-    memory the parent already touched) never pays; doing it here keeps the timed passes comparable.
+    memory the parent already touched) never pays; doing it here keeps the timed passes comparable. Only
+    this worker's rows (tasks are dealt round-robin, chunks are whole rounds): a page touched by every
+    worker is faulted in and torn down by every worker, and start-up then outlasted the first serial chunk.
     """
     job = resolve(handle)
     job.arena(worker)
     for g in job.outputs:
-        g[:, ::1024] = np.nan
+        g[worker :: job.n_workers, ::1024] = np.nan  # the rows dealt to this worker (round-robin, whole rounds)
 
 
 def run_task(ctx: tuple[Any, int, int, int], worker: int) -> np.ndarray | None:
@@ -287,7 +293,7 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
     rows_array = pool.common_array if pool.remote and shared_rows else pool.array
     outputs = [rows_array((chunk, NP)) for _ in range(2)]
     job = Job(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
-              pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows)
+              pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers)
     job.w[...] = init_weights(dims)
     job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
     if ctx.fault == "shared-arena":
