@@ -13,7 +13,9 @@ flipped bit.
 
 Arenas are per worker (reset per example), and the batch streams through in chunks of a few examples per
 worker (serial rows, parallel pass, re-run, compare, fold into the counts and one sha256 in example order),
-so memory grows with the worker count and NP, not with B.
+so memory grows with the worker count and NP, not with B. Each task compares the row it made with its
+reference (serial row, or the first pass's row) while the row is in its cache; rows no task compared
+(a lost task, rows returned by a remote worker) are compared by the gate.
 """
 
 from __future__ import annotations
@@ -72,9 +74,12 @@ BARRIER_SECONDS = 10.0
 
 # ---- the job: everything a task needs, shared with the workers through the pool ------------------------
 
-#: the gradient rows of one chunk are sized to about this many bytes: memory is flat in B, and a chunk still
-#: holds a few examples per worker (tests make it tiny to force many chunks)
-CHUNK_BYTES = 32 << 20
+#: the gradient rows of one chunk are sized to about this many bytes: memory is flat in B. Smaller chunks mean
+#: fewer shared pages to fault in and tear down (measured at large: 16 MiB beat 32 MiB), but each pass ends in
+#: a wait for its slowest worker, so a chunk keeps at least ``MIN_ROUNDS`` examples per worker (xl: 4
+#: examples a chunk took 6.5 s, 10 took 5.5 s). Tests set both to 1 to force many chunks.
+CHUNK_BYTES = 16 << 20
+MIN_ROUNDS = 4
 
 
 def chunk_examples(n_params: int, n_workers: int, B: int, remote: bool = False) -> int:
@@ -87,7 +92,7 @@ def chunk_examples(n_params: int, n_workers: int, B: int, remote: bool = False) 
     if remote:
         return B
     rows = CHUNK_BYTES // (4 * n_params)
-    return min(B, max(n_workers, rows - rows % n_workers))
+    return min(B, max(MIN_ROUNDS * n_workers, rows - rows % n_workers))
 
 
 @dataclass
@@ -101,8 +106,11 @@ class Job:
     t: np.ndarray  #: (chunk, O)
     outputs: list[np.ndarray]  #: two (chunk, NP): the parallel pass and its re-run
     fault: str | None
+    serial: np.ndarray | None = None  #: (2, chunk, NP): the serial rows (double-buffered), for a local pool
+    counted: np.ndarray | None = None  #: (2, chunk): cells a task found differing from its reference row, or -1
     remote: bool = False  #: a copy on a remote worker whose rows cannot be shared: its tasks return them
     rows_shared: bool = True  #: ``outputs`` is memory every worker maps (forked, threads, a LocalCluster)
+    n_workers: int = 1  #: the pool's, for start-up to touch only the rows each worker will write
     shared_arena: Tape | None = None
     barrier: Any = None
     arenas: dict[int, Tape] = field(default_factory=dict)
@@ -145,25 +153,30 @@ class Job:
 
 
 def prepare_task(handle: int, worker: int) -> None:
-    """Pool start-up on one worker: make its arena and map the chunk's output rows.
+    """Pool start-up on one worker: make its arena and map the output rows it will write.
 
     In a forked worker, shared pages are mapped on first touch, at a cost the serial pass (writing into
-    memory the parent already touched) never pays; doing it here keeps the timed passes comparable.
+    memory the parent already touched) never pays; doing it here keeps the timed passes comparable. Only
+    this worker's rows (tasks are dealt round-robin, chunks are whole rounds): a page touched by every
+    worker is faulted in and torn down by every worker, and start-up then outlasted the first serial chunk.
     """
     job = resolve(handle)
     job.arena(worker)
     for g in job.outputs:
-        g[:, ::1024] = np.nan
+        g[worker :: job.n_workers, ::1024] = np.nan  # the rows dealt to this worker
 
 
-def run_task(ctx: tuple[Any, int, int, int], worker: int) -> np.ndarray | None:
+def run_task(ctx: tuple[Any, int, int, int, int], worker: int) -> np.ndarray | None:
     """Pool task: example ``b``, at ``slot`` of the current chunk, into output ``which`` (module level so it
     pickles).
 
-    On a remote worker (a copy of the job, whose outputs are the worker's own) the row is also returned:
-    the gate's ``on_result`` stores it in the gate's array.
+    Where the worker maps the serial rows (serial buffer ``half``), it also counts the cells of its row that
+    differ from the reference (the serial row; for the re-run, the first pass's row) while the row is still
+    in its cache: the gate's helper thread then has only the digest to compute beside the serial pass.
+    On a remote worker (a copy of the job, whose outputs are the worker's own) the row is returned instead:
+    the gate's ``on_result`` stores it in the gate's array and the gate compares it.
     """
-    handle, which, slot, b = ctx
+    handle, which, slot, b, half = ctx
     job = resolve(handle)
     row = job.outputs[which][slot]
     between = None
@@ -177,6 +190,9 @@ def run_task(ctx: tuple[Any, int, int, int], worker: int) -> np.ndarray | None:
         if between is not None:
             job.barrier.abort()  # a task that died before the barrier must not keep the others waiting
         raise
+    if job.serial is not None:
+        reference = job.serial[half, slot] if which == 0 else job.outputs[0][slot]
+        job.counted[which, slot] = differing_cells(reference, row)
     return row if job.remote else None
 
 
@@ -264,18 +280,22 @@ class Tally:
     parallel_seconds: float = 0.0
 
     def fold(self, first: int, serial: np.ndarray, parallel: np.ndarray, rerun: np.ndarray,
-             saved: np.ndarray | None) -> None:
-        """A chunk's comparisons (its serial rows went into ``sha`` as the serial pass made them)."""
-        t1 = compare_bits(serial, parallel)
-        self.mismatches += t1.mismatches
-        self.nonzero += t1.nonzero
-        self.bad_rows += [(first + r, n) for r, n in t1.bad_rows]
-        self.rerun_mismatches += compare_bits(parallel, rerun, count_nonzero=False).mismatches
+             saved: np.ndarray | None, counted: np.ndarray | None = None) -> None:
+        """A chunk's comparisons (its serial rows went into ``sha`` and ``nonzero`` as the serial pass made
+        them). ``counted``: the (2, chunk) differing cells the tasks counted, -1 where they did not (a task
+        lost, rows returned from elsewhere): those rows are compared here."""
+        t1 = count_differing(serial, parallel, None if counted is None else counted[0])
+        self.mismatches += int(t1.sum())
+        self.bad_rows += [(first + int(r), int(t1[r])) for r in np.flatnonzero(t1)]
+        self.rerun_mismatches += int(count_differing(parallel, rerun, None if counted is None else counted[1]).sum())
         if saved is not None:
             self.file_mismatches += compare_bits(serial, saved, count_nonzero=False).mismatches
 
-    def hash_rows(self, serial: np.ndarray) -> None:
+    def take_serial_rows(self, serial: np.ndarray) -> None:
+        """Serial rows, in example order: into the digest, and into the count of non-zero cells (T1 is
+        vacuous without them)."""
         self.sha.update(memoryview(serial).cast("B"))  # hashes in place, no copy; releases the GIL
+        self.nonzero += int(np.count_nonzero(serial.view(np.uint32)))
 
 
 def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradReader | None) -> GateOutput:
@@ -287,7 +307,10 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
     rows_array = pool.common_array if pool.remote and shared_rows else pool.array
     outputs = [rows_array((chunk, NP)) for _ in range(2)]
     job = Job(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
-              pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows)
+              pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers)
+    if not pool.remote:  # the workers count their rows' differences from the serial rows (see run_task); a
+        # dask cluster's job is a copy whose batch is one chunk: its rows are compared by the fold
+        job.serial, job.counted = pool.array((2, chunk, NP)), pool.array((2, chunk), np.int64)
     job.w[...] = init_weights(dims)
     job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
     if ctx.fault == "shared-arena":
@@ -406,14 +429,16 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
 
     Every buffer is allocated once (the process pool's shared ones before its workers started) and reused.
     The serial pass keeps one core busy and leaves the workers idle, so the other core works on a helper
-    thread (numpy and hashlib release the GIL): each serial row is hashed as soon as it is made, while it is
-    still in the cache and the next example is computed, and a chunk's fold (compare, save) runs during the
-    next chunk's serial pass. The thread takes its work in order, so the digest is the rows' in example order.
-    The serial rows are double-buffered for that; the fold is joined before the parallel rows are overwritten.
+    thread (numpy and hashlib release the GIL): each serial row is hashed (and its non-zero cells counted) as
+    soon as it is made, while the next example is computed, and a chunk's fold (the tasks' counts, rows no
+    task counted, save, T4) runs during the next chunk's serial pass. The thread takes its work in order, so
+    the digest is the rows' in example order. The serial rows are double-buffered for that; the fold is
+    joined before the parallel rows are overwritten. The bit comparisons themselves are done by the tasks,
+    each on the row it just made (:func:`run_task`): the helper's SHA-256 alone nearly fills the serial pass.
     """
     dims = job.dims
     tally = Tally()
-    serial = np.empty((2, chunk, dims.n_params), F32)
+    serial = job.serial if job.serial is not None else np.empty((2, chunk, dims.n_params), F32)
     saved = np.empty((chunk, dims.n_params), F32) if compare is not None else None
     serial_tape = Tape(dims.arena)
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
@@ -431,9 +456,9 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                     example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], rows[slot],
                                   drift=job.drift(b), w1_t=job.w1_t)
                     if OVERLAP_FOLD:
-                        hashing = folder.submit(tally.hash_rows, rows[slot])
+                        hashing = folder.submit(tally.take_serial_rows, rows[slot])
                     else:
-                        tally.hash_rows(rows[slot])
+                        tally.take_serial_rows(rows[slot])
                     ctx.progress.advance()
                     ctx.check_time()
                 tally.serial_seconds += time.perf_counter() - t0
@@ -446,9 +471,11 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                 pool_ready()  # the workers' start-up, before their first task of a pass
                 for g in job.outputs:
                     g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row from an earlier chunk
+                if job.counted is not None:
+                    job.counted[:, :n] = -1  # nor its count: the fold compares what no task counted
                 back = (None, None) if job.rows_shared else job.outputs  # where returned rows land
-                first_pass = parallel_pass(ctx, pool, handle, 0, examples, back[0])
-                rerun = parallel_pass(ctx, pool, handle, 1, examples, back[1])
+                first_pass = parallel_pass(ctx, pool, handle, 0, examples, k % 2, back[0])
+                rerun = parallel_pass(ctx, pool, handle, 1, examples, k % 2, back[1])
                 tally.records += first_pass.records
                 tally.records2 += rerun.records
                 tally.waited, tally.waited2 = first_pass.waited, rerun.waited
@@ -476,21 +503,23 @@ def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradRea
     n = rows.shape[0]
     if compare is not None:
         compare.read(first, saved[:n])
-    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n])
+    counted = None if job.counted is None else job.counted[:, :n]
+    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n], counted)
     if save is not None:
         save.write(rows)
 
 
-def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, which: int, examples: range,
+def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, which: int, examples: range, half: int,
                   rows: np.ndarray | None = None) -> PassResult:
     """One parallel pass over ``examples`` (the current chunk), into output ``which``: a task per example,
-    dealt round-robin, then a bounded wait for all of them. ``rows``: where rows that tasks return land
-    (workers that cannot write the gate's memory), else None."""
+    dealt round-robin, then a bounded wait for all of them. ``half``: the serial buffer holding the chunk's
+    serial rows. ``rows``: where rows that tasks return land (workers that cannot write the gate's memory),
+    else None."""
     first = len(pool.records)
     done_before = pool.n_completed()
     t0 = time.perf_counter()
     for slot, b in enumerate(examples):
-        pool.submit(run_task, (handle, which, slot, b), label=f"example {b}",
+        pool.submit(run_task, (handle, which, slot, b, half), label=f"example {b}",
                     on_result=None if rows is None else partial(store_row, rows, slot))
     waited = _wait(ctx, pool, done_before, len(examples))
     return PassResult(pool.records[first:], waited, time.perf_counter() - t0)
@@ -542,6 +571,26 @@ def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16, count
         if count_nonzero:
             nonzero += int(np.count_nonzero(block_a))
     return BitComparison(int(per_row.sum()), nonzero, [(int(r), int(per_row[r])) for r in np.flatnonzero(per_row)])
+
+
+def differing_cells(reference: np.ndarray, row: np.ndarray) -> int:
+    """Cells of a row whose raw float32 bits differ from the reference row's (as :func:`compare_bits`)."""
+    return int(np.count_nonzero(reference.view(np.uint32) != row.view(np.uint32)))
+
+
+def count_differing(reference: np.ndarray, other: np.ndarray, counted: np.ndarray | None = None, rows: int = 16
+                    ) -> np.ndarray:
+    """Differing cells per row. Where ``counted[r] >= 0`` the task that made row r counted them already;
+    the other rows are compared here, ``rows`` at a time."""
+    n = reference.shape[0]
+    per_row = np.full(n, -1, np.int64) if counted is None else counted[:n].astype(np.int64)
+    a, b = reference.view(np.uint32), other.view(np.uint32)
+    for r0 in range(0, n, rows):
+        block = per_row[r0 : r0 + rows]  # a view: filled in place
+        if (block < 0).any():
+            found = np.count_nonzero(a[r0 : r0 + rows] != b[r0 : r0 + rows], axis=1)
+            np.copyto(block, found, where=block < 0)
+    return per_row
 
 
 def _pool_problems(records, waited, B, distinct, n_workers) -> list[str]:

@@ -12,6 +12,12 @@ from tests.conftest import ctx
 SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "workers": 0, "executor": "thread"}
 
 
+def smallest_chunks(monkeypatch):
+    """One example per worker in a chunk: many chunks from a small batch."""
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(pg, "MIN_ROUNDS", 1)
+
+
 def by_name(out):
     return {c.name: c.passed for c in out.checks}
 
@@ -167,7 +173,7 @@ def whole_batch(dims: Dims, B: int) -> np.ndarray:
 def test_streaming_in_small_chunks_equals_the_whole_batch(monkeypatch, tmp_path, executor, workers):
     import hashlib
 
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)  # the smallest chunk: one example per worker
+    smallest_chunks(monkeypatch)  # one example per worker
     D, H, O, B = 64, 33, 10, 13
     reference = whole_batch(Dims(D, H, O), B)
     path = tmp_path / "g.npy"
@@ -187,7 +193,7 @@ def _npy_bytes(arr, tmp_path):
 
 
 def test_a_one_ulp_difference_in_a_later_chunk_fails_t4(monkeypatch, tmp_path):
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    smallest_chunks(monkeypatch)
     params = {**SEED, "B": 9}
     path = tmp_path / "g.npy"
     pg.run(ctx(params, save_grads=str(path)))
@@ -206,7 +212,7 @@ def test_the_tally_names_the_example_of_a_late_chunk():
     bad[7, 3] = np.nextafter(bad[7, 3], np.float32(np.inf))
     tally = pg.Tally()
     for first in range(0, 8, 3):
-        tally.hash_rows(g[first : first + 3])
+        tally.take_serial_rows(g[first : first + 3])
         tally.fold(first, g[first : first + 3], bad[first : first + 3], g[first : first + 3], None)
     assert (tally.mismatches, tally.bad_rows, tally.rerun_mismatches) == (1, [(7, 1)], 1)
     assert tally.sha.hexdigest() == PINNED_DIGESTS.get((8, 16, 4, 8))
@@ -230,7 +236,7 @@ def test_memory_is_planned_per_chunk_not_per_batch():
 
 
 def test_folding_beside_the_next_serial_pass_gives_the_same_tally(monkeypatch, tmp_path):
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    smallest_chunks(monkeypatch)
     params = {**SEED, "D": 64, "H": 33, "O": 10, "B": 13}
     runs = {}
     for overlap in (True, False):
@@ -245,14 +251,14 @@ def test_folding_beside_the_next_serial_pass_gives_the_same_tally(monkeypatch, t
 def test_a_fault_in_a_late_chunk_is_caught_with_the_overlapped_fold(monkeypatch):
     """The nondeterministic fault drifts example 1; with 2-example chunks the shared-arena fault and a
     dropped task land in the first chunks, folded on the helper thread while later chunks run."""
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    smallest_chunks(monkeypatch)
     for fault, check in (("nondeterministic", pg.T3), ("drop-task", pg.T2), ("shared-arena", pg.T1)):
         out = pg.run(ctx({**SEED, "B": 9, "executor": "process"}, fault=fault))
         assert by_name(out)[check] is False, fault
 
 
 def test_a_fortran_order_file_is_compared_by_value(monkeypatch, tmp_path):
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    smallest_chunks(monkeypatch)
     path = tmp_path / "g.npy"
     pg.run(ctx(SEED, save_grads=str(path)))
     arr = np.load(path)
@@ -275,3 +281,48 @@ def test_compare_file_is_read_chunk_by_chunk_not_loaded(monkeypatch, tmp_path):
 
     monkeypatch.setattr(pg.np, "load", load)
     assert by_name(pg.run(ctx(SEED, compare_grads=str(path))))[pg.T4] is True
+
+
+def test_rows_a_task_did_not_count_are_compared_by_the_gate():
+    reference = np.arange(4 * 5, dtype=F32).reshape(4, 5)
+    other = reference.copy()
+    other[1, :2] += 1  # two cells of a row no task counted
+    other[2, 0] += 1  # a row whose task counted (and said 7: its count is taken as it is)
+    counted = np.array([0, -1, 7, -1])
+    assert pg.count_differing(reference, other, counted, rows=2).tolist() == [0, 2, 7, 0]
+    assert pg.count_differing(reference, other).tolist() == [0, 2, 1, 0]  # no counts: every row compared
+    assert counted.tolist() == [0, -1, 7, -1]  # the tasks' counts are not written over
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_the_tasks_count_every_row_and_the_gate_compares_none(monkeypatch, executor):
+    """Where workers map the serial rows, each task compares the row it made: the fold gets a count for
+    every row (from the workers' processes too), so the gate's helper thread has only the digest to do."""
+    seen = []
+    real = pg.count_differing
+
+    def spy(reference, other, counted=None, rows=16):
+        seen.append(None if counted is None else counted.copy())
+        return real(reference, other, counted, rows)
+
+    monkeypatch.setattr(pg, "count_differing", spy)
+    smallest_chunks(monkeypatch)
+    out = pg.run(ctx({**SEED, "B": 9, "executor": executor}, fault="nondeterministic"))
+    assert by_name(out)[pg.T3] is False and out.metrics["rerun_bit_mismatches"] > 0  # caught from the counts
+    assert len(seen) == 2 * 5 and all(c is not None and (c >= 0).all() for c in seen)  # T1 and T3, 5 chunks
+
+
+def test_a_parallel_path_wrong_the_same_way_twice_fails_t1_and_passes_t3(monkeypatch):
+    """The re-run is compared with the first parallel pass, not with the serial rows: a parallel path
+    that differs from serial identically in both passes is a T1 failure and a T3 pass."""
+    import threading
+
+    def off_by_one_ulp_on_the_workers(tape, dims, w, x, t, row, **kwargs):
+        example_grads(tape, dims, w, x, t, row, **kwargs)
+        if threading.current_thread().name.startswith("nxgates-worker"):
+            row[0] = np.nextafter(row[0], np.float32(np.inf))
+
+    monkeypatch.setattr(pg, "example_grads", off_by_one_ulp_on_the_workers)
+    out = pg.run(ctx(SEED))
+    assert by_name(out) == {pg.T1: False, pg.T2: True, pg.T3: True}
+    assert out.metrics["bit_mismatches"] == 8 and out.metrics["rerun_bit_mismatches"] == 0
