@@ -12,12 +12,6 @@ from tests.conftest import ctx
 SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "workers": 0, "executor": "thread"}
 
 
-def smallest_chunks(monkeypatch):
-    """One example per worker in a chunk: many chunks from a small batch."""
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
-    monkeypatch.setattr(pg, "MIN_ROUNDS", 1)
-
-
 def by_name(out):
     return {c.name: c.passed for c in out.checks}
 
@@ -173,7 +167,7 @@ def whole_batch(dims: Dims, B: int) -> np.ndarray:
 def test_streaming_in_small_chunks_equals_the_whole_batch(monkeypatch, tmp_path, executor, workers):
     import hashlib
 
-    smallest_chunks(monkeypatch)  # one example per worker
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)  # the smallest chunk: one example per worker
     D, H, O, B = 64, 33, 10, 13
     reference = whole_batch(Dims(D, H, O), B)
     path = tmp_path / "g.npy"
@@ -193,7 +187,7 @@ def _npy_bytes(arr, tmp_path):
 
 
 def test_a_one_ulp_difference_in_a_later_chunk_fails_t4(monkeypatch, tmp_path):
-    smallest_chunks(monkeypatch)
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
     params = {**SEED, "B": 9}
     path = tmp_path / "g.npy"
     pg.run(ctx(params, save_grads=str(path)))
@@ -236,7 +230,7 @@ def test_memory_is_planned_per_chunk_not_per_batch():
 
 
 def test_folding_beside_the_next_serial_pass_gives_the_same_tally(monkeypatch, tmp_path):
-    smallest_chunks(monkeypatch)
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
     params = {**SEED, "D": 64, "H": 33, "O": 10, "B": 13}
     runs = {}
     for overlap in (True, False):
@@ -251,14 +245,14 @@ def test_folding_beside_the_next_serial_pass_gives_the_same_tally(monkeypatch, t
 def test_a_fault_in_a_late_chunk_is_caught_with_the_overlapped_fold(monkeypatch):
     """The nondeterministic fault drifts example 1; with 2-example chunks the shared-arena fault and a
     dropped task land in the first chunks, folded on the helper thread while later chunks run."""
-    smallest_chunks(monkeypatch)
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
     for fault, check in (("nondeterministic", pg.T3), ("drop-task", pg.T2), ("shared-arena", pg.T1)):
         out = pg.run(ctx({**SEED, "B": 9, "executor": "process"}, fault=fault))
         assert by_name(out)[check] is False, fault
 
 
 def test_a_fortran_order_file_is_compared_by_value(monkeypatch, tmp_path):
-    smallest_chunks(monkeypatch)
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
     path = tmp_path / "g.npy"
     pg.run(ctx(SEED, save_grads=str(path)))
     arr = np.load(path)
@@ -306,7 +300,7 @@ def test_the_tasks_count_every_row_and_the_gate_compares_none(monkeypatch, execu
         return real(reference, other, counted, rows)
 
     monkeypatch.setattr(pg, "count_differing", spy)
-    smallest_chunks(monkeypatch)
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
     out = pg.run(ctx({**SEED, "B": 9, "executor": executor}, fault="nondeterministic"))
     assert by_name(out)[pg.T3] is False and out.metrics["rerun_bit_mismatches"] > 0  # caught from the counts
     assert len(seen) == 2 * 5 and all(c is not None and (c >= 0).all() for c in seen)  # T1 and T3, 5 chunks
