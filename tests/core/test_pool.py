@@ -120,3 +120,15 @@ def test_closing_a_busy_process_pool_terminates_its_workers():
     while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(p.is_alive() for p in processes)
+
+
+@pytest.mark.parametrize("n_workers", [1, 3])
+def test_closing_an_idle_process_pool_waits_for_every_worker_to_exit(n_workers):
+    """close() waits for each worker to exit: none is left running or unreaped."""
+    pool = ProcessWorkerPool(n_workers)
+    for w in range(n_workers):
+        pool.submit(noop, None, worker=w)
+    assert pool.wait(n_workers, 10).reached
+    processes = [p for ex in pool._executors for p in ex._processes.values()]
+    pool.close()
+    assert len(processes) == n_workers and [p.exitcode for p in processes] == [0] * n_workers
