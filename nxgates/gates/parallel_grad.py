@@ -13,9 +13,9 @@ flipped bit.
 
 Arenas are per worker (reset per example), and the batch streams through in chunks of a few examples per
 worker (serial rows, parallel pass, re-run, compare, fold into the counts and one sha256 in example order),
-so memory grows with the worker count and NP, not with B. Each task compares the row it made with its
-reference (serial row, or the first pass's row) while the row is in its cache; rows no task compared
-(a lost task, rows returned by a remote worker) are compared by the gate.
+so memory grows with the worker count and NP, not with B. The re-run's tasks do the bit comparisons (the
+first pass's row against the serial row, their own row against the first pass's, while it is in the cache);
+rows no task compared (a lost task, rows returned by a remote worker) are compared by the gate.
 """
 
 from __future__ import annotations
@@ -432,8 +432,8 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
     soon as it is made, while the next example is computed, and a chunk's fold (the tasks' counts, rows no
     task counted, save, T4) runs during the next chunk's serial pass. The thread takes its work in order, so
     the digest is the rows' in example order. The serial rows are double-buffered for that; the fold is
-    joined before the parallel rows are overwritten. The bit comparisons themselves are done by the tasks,
-    each on the row it just made (:func:`run_task`): the helper's SHA-256 alone nearly fills the serial pass.
+    joined before the parallel rows are overwritten. The bit comparisons themselves are done by the re-run's
+    tasks (:func:`run_task`): the helper's SHA-256 alone nearly fills the serial pass.
     """
     dims = job.dims
     tally = Tally()
@@ -555,20 +555,10 @@ def judge_t1(cmp: BitComparison, B: int, n_params: int) -> tuple[bool, str]:
 
 def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16, count_nonzero: bool = True
                  ) -> BitComparison:
-    """Raw float32 bit equality per cell: -0.0 differs from 0.0 and NaN never hides a difference.
-
-    Works ``rows`` examples at a time so the temporaries stay small at any B; a block whose bits are all
-    equal (the usual case) is settled by one comparison, without the per-row counts.
-    """
-    a, b = reference.view(np.uint32), other.view(np.uint32)
-    per_row = np.zeros(a.shape[0], dtype=np.int64)
-    nonzero = 0
-    for r0 in range(0, a.shape[0], rows):
-        block_a, block_b = a[r0 : r0 + rows], b[r0 : r0 + rows]
-        if not np.array_equal(block_a, block_b):
-            per_row[r0 : r0 + rows] = np.count_nonzero(block_a != block_b, axis=1)
-        if count_nonzero:
-            nonzero += int(np.count_nonzero(block_a))
+    """Raw float32 bit equality per cell: -0.0 differs from 0.0 and NaN never hides a difference (compared
+    ``rows`` examples at a time, see :func:`count_differing`)."""
+    per_row = count_differing(reference, other, rows=rows)
+    nonzero = int(np.count_nonzero(reference.view(np.uint32))) if count_nonzero else 0
     return BitComparison(int(per_row.sum()), nonzero, [(int(r), int(per_row[r])) for r in np.flatnonzero(per_row)])
 
 
