@@ -169,14 +169,19 @@ def _stop_mid_run(tmp_path, args, sig, group):
     """Start a long run in its own session, let it work, signal it (its whole group, as a terminal's
     Ctrl-C or ``timeout`` does, or the main process only), and return (exit code, stderr lines)."""
     proc = subprocess.Popen([SCRIPT, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
     try:
         time.sleep(1.0)  # imports done, inside the pool passes of the repeated gate
         if group:
             os.killpg(proc.pid, sig)
         else:
             proc.send_signal(sig)
-        _out, err = proc.communicate(timeout=30)
+        try:
+            _out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # the stop was lost: show where every thread of the run was
+            os.kill(proc.pid, signal.SIGABRT)  # faulthandler prints the stacks, then the process aborts
+            _out, dump = proc.communicate(timeout=10)
+            pytest.fail(f"{sig.name} did not stop the run within 30 s; its threads:\n{dump[-8000:]}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
