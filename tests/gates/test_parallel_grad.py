@@ -290,8 +290,9 @@ def test_rows_a_task_did_not_count_are_compared_by_the_gate():
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
 def test_the_tasks_count_every_row_and_the_gate_compares_none(monkeypatch, executor):
-    """Where workers map the serial rows, each task compares the row it made: the fold gets a count for
-    every row (from the workers' processes too), so the gate's helper thread has only the digest to do."""
+    """Where workers map the serial rows, the re-run's tasks count T1 and T3 for their rows: the fold gets
+    a count for every row (from the workers' processes too), so the gate's helper thread has only the digest
+    to do."""
     seen = []
     real = pg.count_differing
 
