@@ -77,18 +77,19 @@ BARRIER_SECONDS = 10.0
 #: the gradient rows of one chunk are sized to about this many bytes: memory is flat in B, and a chunk still
 #: holds a few examples per worker (tests make it tiny to force many chunks)
 CHUNK_BYTES = 32 << 20
+#: the same on a Dask cluster, where each chunk's pass is a round trip through the scheduler (measured about
+#: 11 ms at large, against 0.4 ms to a forked worker): bigger chunks keep that a small part of the pass
+REMOTE_CHUNK_BYTES = 256 << 20
 
 
 def chunk_examples(n_params: int, n_workers: int, B: int, remote: bool = False) -> int:
-    """Examples per chunk: about :data:`CHUNK_BYTES` of gradient rows, in whole rounds of the workers.
+    """Examples per chunk: about :data:`CHUNK_BYTES` (:data:`REMOTE_CHUNK_BYTES` on a cluster) of gradient
+    rows, in whole rounds of the workers.
 
     Whole rounds keep an example's parallel run and its re-run on the same worker (tasks are dealt
-    round-robin), as when the batch was one chunk. A remote pool (dask) gets its copy of the job once,
-    inputs included, so it runs the batch as one chunk (it does not stream yet).
+    round-robin), as when the batch was one chunk.
     """
-    if remote:
-        return B
-    rows = CHUNK_BYTES // (4 * n_params)
+    rows = (REMOTE_CHUNK_BYTES if remote else CHUNK_BYTES) // (4 * n_params)
     return min(B, max(n_workers, rows - rows % n_workers))
 
 
@@ -106,6 +107,9 @@ class Job:
     serial: np.ndarray | None = None  #: (2, chunk, NP): the serial rows (double-buffered), for a local pool
     counted: np.ndarray | None = None  #: (2, chunk): differing cells a re-run task counted (T1, T3), or -1
     remote: bool = False  #: a copy on a remote worker whose rows cannot be shared: its tasks return them
+    #: a cluster's copy of the job (dask) is made once, so the inputs of later chunks are not in it: its tasks
+    #: make their example's inputs from the example's index (the seed's formulas, as the serial pass does)
+    inputs_by_index: bool = False
     rows_shared: bool = True  #: ``outputs`` is memory every worker maps (forked, threads, a LocalCluster)
     n_workers: int = 1  #: the pool's, for start-up to touch only the rows each worker will write
     shared_arena: Tape | None = None
@@ -177,12 +181,16 @@ def run_task(ctx: tuple[Any, int, int, int, int], worker: int) -> np.ndarray | N
     handle, which, slot, b, half = ctx
     job = resolve(handle)
     row = job.outputs[which][slot]
+    if job.inputs_by_index:
+        x, t = (a[0] for a in init_examples(job.dims, b, b + 1))
+    else:
+        x, t = job.x[slot], job.t[slot]
     between = None
     if job.barrier is not None and worker not in job.first_done:
         job.first_done.add(worker)
         between = job.barrier.wait  # make every worker's first example overlap on the shared arena
     try:
-        example_grads(job.arena(worker), job.dims, job.w, job.x[slot], job.t[slot], row,
+        example_grads(job.arena(worker), job.dims, job.w, x, t, row,
                       between=between, drift=job.drift(b), w1_t=job.w1_t)
     except Exception:
         if between is not None:
@@ -217,8 +225,8 @@ def validate(p: dict) -> None:
 
 def footprint_bytes(dims: Dims, workers: int, B: int, remote: bool = False) -> int:
     """Planned memory: one chunk's gradient rows (parallel, re-run, serial, a saved file's) and inputs, the
-    weights, and an arena per worker plus the serial one. B enters only through the chunk size's cap (a
-    remote pool's chunk is the batch)."""
+    weights, and an arena per worker plus the serial one. B enters only through the chunk size's cap, on
+    every executor."""
     chunk = chunk_examples(dims.n_params, workers, B, remote)
     rows = 4 * chunk * dims.n_params + chunk * (dims.D + dims.O)
     arenas = (workers + 1) * (2 * dims.arena + dims.n_w1)
@@ -306,9 +314,10 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
     rows_array = pool.common_array if pool.remote and shared_rows else pool.array
     outputs = [rows_array((chunk, NP)) for _ in range(2)]
     job = Job(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
-              pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers)
+              pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers,
+              inputs_by_index=pool.remote)
     if not pool.remote:  # the workers count their rows' differences from the serial rows (see run_task); a
-        # dask cluster's job is a copy whose batch is one chunk: its rows are compared by the fold
+        # dask cluster's copy of the job has no serial rows: its rows are compared by the fold
         job.serial, job.counted = pool.array((2, chunk, NP)), pool.array((2, chunk), np.int64)
     job.w[...] = init_weights(dims)
     job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
@@ -316,7 +325,7 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
         shared = [pool.common_array((dims.arena,)) for _ in range(2)]
         job.shared_arena = Tape(dims.arena, shared[0], shared[1])
         job.barrier = pool.barrier(min(pool.n_workers, chunk), BARRIER_SECONDS)
-    job.x[...], job.t[...] = init_examples(dims, 0, chunk)  # the first chunk's, before a remote copy is made
+    job.x[...], job.t[...] = init_examples(dims, 0, chunk)  # the first chunk's (a cluster's tasks make their own)
     handle = pool.share(job)
     out.info(f"nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the {pool.kind} pool;"
              " per-example grads bit-identical to serial)")

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from nxgates.core import dask_pool
+from nxgates.core.mlp import Dims
 from nxgates.gates import parallel_grad as pg
 from tests.conftest import ctx
 
@@ -217,3 +218,31 @@ def test_own_cluster_workers_write_rows_into_host_memory_others_return_them(clus
     assert own.metrics["rows"] == "shared memory" and own.digest == expected and all(by_name(own).values())
     remote = pg.run(ctx(SEED, scheduler=cluster))
     assert remote.metrics["rows"] == "returned" and remote.digest == expected and all(by_name(remote).values())
+
+
+@pytest.mark.parametrize("where", ["own cluster", "by address"])
+def test_dask_streams_the_batch_in_chunks_with_the_same_bits(cluster, monkeypatch, where):
+    """A batch of many chunks on Dask: the cluster's copy of the job is made once, so the tasks of later
+    chunks make their inputs from the example's index; rows land in host memory (own cluster) or travel
+    back (by address). Same digest as the process executor, every check green, memory planned per chunk."""
+    params = {**SEED, "D": 5, "H": 7, "O": 3, "B": 13}
+    expected = digest({**params, "executor": "process"})
+    monkeypatch.setattr(pg, "REMOTE_CHUNK_BYTES", 1)  # a chunk is one round of the workers: 7 chunks
+    options = {} if where == "own cluster" else {"scheduler": cluster}
+    out = pg.run(ctx(params, **options))
+    assert out.metrics["chunk_examples"] == 2 and out.digest == expected and all(by_name(out).values())
+    assert out.metrics["tasks_completed"] == 13 and sorted(out.metrics["tasks_per_worker"].values()) == [6, 7]
+
+
+def test_a_late_chunks_fault_is_caught_on_dask(cluster, monkeypatch):
+    monkeypatch.setattr(pg, "REMOTE_CHUNK_BYTES", 1)
+    for fault, check in (("nondeterministic", pg.T3), ("drop-task", pg.T2), ("single-worker", pg.T2)):
+        out = pg.run(ctx({**SEED, "B": 9}, fault, scheduler=cluster))
+        assert by_name(out)[check] is False, fault
+
+
+def test_dask_memory_is_planned_per_chunk_not_per_batch():
+    large = Dims(784, 256, 10)
+    assert pg.footprint_bytes(large, 2, 1 << 20, remote=True) == pg.footprint_bytes(large, 2, 4096, remote=True)
+    assert pg.chunk_examples(large.n_params, 2, 256, remote=True) == 256  # large's batch: one round trip a pass
+    pg.validate({**SEED, "D": 784, "H": 256, "O": 10, "B": 1 << 20})  # a million examples: streamed, not refused
