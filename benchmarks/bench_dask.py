@@ -45,6 +45,16 @@ def measure(child: Callable[[dict], dict], repeat: int = 5) -> tuple[dict, list[
         results[executor] = row
         print(f"{'':<8}{'large':<8}{executor:<9}{row['parallel_seconds']:>11.4f}{row['serial_seconds']:>10.4f}"
               f"{row['cluster_start_seconds']:>16.3f}{row['pool_start_seconds']:>13.3f}")
+    # the batch streams on Dask too: the gate's own memory at a 16x batch (the cluster's workers are other processes)
+    peaks = {}
+    for B in (256, 4096):
+        sets = ["executor=dask", "workers=2", f"B={B}"]
+        m = child({"gate": "parallel-grad", "preset": "large", "repeat": 1, "sets": sets})
+        peaks[B] = (m["rss_self"], m["runs"][0]["seconds"], m["runs"][0]["passed"])
+    results["streamed_gate_rss"] = {str(B): {"peak_rss": p, "seconds": t, "passed": ok}
+                                    for B, (p, t, ok) in peaks.items()}
+    print(f"  dask large, the gate's peak RSS: B=256 {peaks[256][0] / 2**20:.0f} MiB, B=4096 "
+          f"{peaks[4096][0] / 2**20:.0f} MiB ({peaks[4096][1]:.1f} s, green={peaks[4096][2]}); no target")
     ratio = results["dask"]["parallel_seconds"] / results["process"]["parallel_seconds"]
     warm = results["dask-warm"]["parallel_seconds"] / results["process"]["parallel_seconds"]
     results["dask_over_process"], results["dask_warm_over_process"] = ratio, warm
