@@ -2,13 +2,16 @@
 
 * :func:`batch_mean` reduces per-example gradients with the tape's pairwise tree over the *examples*,
   so the batch gradient's bits depend only on B: never on the worker count, the executor or the order in
-  which tasks finished.
+  which tasks finished. :func:`streamed_batch_mean` gives the same bits from rows handed over one at a
+  time in the tree's depth-first order, holding one row per round instead of B.
 * :func:`sgd_step` is ``w -= lr * g`` in float32 (two correctly rounded operations, no fused multiply-add).
 * :func:`q20_sgd_step` is the integer update ``p - (lr_q * g) / S`` with C's truncating division and the
   overflow guards of :mod:`nxgates.core.q20`: an update that would wrap int64 raises instead.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -41,6 +44,68 @@ def batch_mean(per_example: np.ndarray, scratch: np.ndarray | None = None) -> np
         np.add(scratch[:h], scratch[n - h : n], out=scratch[:h])
         n -= h
     return scratch[0] / F32(per_example.shape[0])
+
+
+def tree_levels(B: int) -> list[int]:
+    """How many nodes each round of :func:`batch_mean`'s tree has: B, then ceil(n/2) until 1."""
+    sizes = [B]
+    while sizes[-1] > 1:
+        sizes.append(sizes[-1] - sizes[-1] // 2)
+    return sizes
+
+
+def tree_leaf_order(B: int) -> np.ndarray:
+    """The examples in the order a depth-first walk of :func:`batch_mean`'s tree (left child first) meets them.
+
+    Node k of a round of m nodes pairs with node ``k + m - m//2`` of that round (the odd middle waits), so
+    the walk is built top down, a round at a time: each node is replaced by its children.
+    """
+    sizes = tree_levels(B)
+    order = np.zeros(1, np.int64)
+    for m in reversed(sizes[:-1]):  # the round below, from the root's down to the examples
+        h = m // 2
+        pair = order < h
+        starts = np.cumsum(1 + pair) - (1 + pair)
+        below = np.empty(m, np.int64)
+        below[starts] = order
+        below[starts[pair] + 1] = order[pair] + m - h
+        order = below
+    return order
+
+
+def streamed_batch_mean(B: int, width: int, take: Callable[[], np.ndarray]) -> np.ndarray:
+    """:func:`batch_mean` of B rows handed over one at a time, in :func:`tree_leaf_order` (the same bits):
+    memory for one row per round of the tree, not B rows, so a batch can be computed in chunks.
+
+    ``take()`` returns the next row; the row it returned before must stay valid until the next call
+    returns (a pair of examples is added straight from where they were computed). Each node is written
+    into the buffer its parent gives it; a left child into its parent's own, the right one into the
+    buffer of its round, used by nothing else on the way down, and added left + right, as the tree adds.
+    """
+    sizes = tree_levels(B)
+    if B == 1:
+        return take() / F32(1)
+    right = np.empty((len(sizes), width), F32)  # right[r]: the right child of the node of round r + 1
+
+    def fill(r: int, k: int, dst: np.ndarray) -> None:
+        if r == 0:
+            np.copyto(dst, take())
+            return
+        m = sizes[r - 1]
+        h = m // 2
+        if k >= h:  # the odd middle of its round: unchanged into the next
+            fill(r - 1, k, dst)
+        elif r == 1:
+            first = take()
+            np.add(first, take(), out=dst)
+        else:
+            fill(r - 1, k, dst)
+            fill(r - 1, k + m - h, right[r - 1])
+            np.add(dst, right[r - 1], out=dst)
+
+    total = np.empty(width, F32)
+    fill(len(sizes) - 1, 0, total)
+    return total / F32(B)
 
 
 def sgd_step(w: np.ndarray, g: np.ndarray, lr: np.float32, ascent: bool = False) -> None:

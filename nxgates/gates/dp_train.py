@@ -4,7 +4,10 @@ parallel-grad proves one batch of per-example gradients; this gate trains with t
 parallel-grad's (the seed's formulas). Each of ``steps`` steps computes the B per-example gradients (on the
 worker pool, or serially), reduces them into the batch gradient by the fixed pairwise tree over the
 examples (:func:`nxgates.core.train.batch_mean`: the order depends only on B), divides by float32(B) and
-updates ``w -= lr * g`` in float32, ``lr = constf(lr_num, lr_den)``. The weights live in pool shared
+updates ``w -= lr * g`` in float32, ``lr = constf(lr_num, lr_den)``. The batch streams: the examples are
+computed in chunks, in the order a depth-first walk of that tree meets them, and added as they come
+(:func:`nxgates.core.train.streamed_batch_mean`, the same bits), so memory holds two chunks of rows and one
+row per round of the tree, never B rows. The weights live in pool shared
 memory and are updated in place between steps, so forked workers always read the current step's weights.
 A remote pool (dask) gets the job once and each step's weights as one more shared object; its tasks
 return their gradient row and loss.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -29,10 +33,10 @@ from nxgates.core.memory import require
 from nxgates.core.mlp import Dims, example_grads, init_data
 from nxgates.core.pool import EXECUTORS, TaskRecord, WorkerPool, auto_workers, make_pool, resolve
 from nxgates.core.tape import F32, Tape, constf, tree_sum
-from nxgates.core.train import batch_mean, sgd_step
+from nxgates.core.train import batch_mean, sgd_step, streamed_batch_mean, tree_leaf_order, tree_levels
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
-from nxgates.gates.parallel_grad import AUTO_PROCESS_PARAMS, choose_executor, compare_bits
+from nxgates.gates.parallel_grad import AUTO_PROCESS_PARAMS, choose_executor, chunk_examples, compare_bits
 from nxgates.gates.ta_gradcheck import compare, mlp_numeric
 
 PARAMS = {
@@ -77,7 +81,12 @@ FAULTS = {
 
 @dataclass
 class Job:
-    """Weights (current and previous step's), data, and each step's per-example gradients and losses."""
+    """Weights (current and previous step's), data, each step's losses, and a chunk's gradient rows.
+
+    A step's B gradients go through in chunks of ``grads.shape[1]`` examples, in the order the batch tree
+    adds them (:func:`nxgates.core.train.tree_leaf_order`), into two chunk buffers used in turn: the tree
+    then holds one row per round, so memory does not grow with B.
+    """
 
     dims: Dims
     w: np.ndarray
@@ -86,7 +95,7 @@ class Job:
     w1_t_prev: np.ndarray
     x: np.ndarray
     t: np.ndarray
-    grads: np.ndarray  # (B, NP)
+    grads: np.ndarray  # (2, chunk, NP): the rows of the current chunk and of the one before
     losses: np.ndarray  # (B,)
     fault: str | None
     arenas: dict[int, Tape] = field(default_factory=dict)
@@ -94,23 +103,24 @@ class Job:
 
     def __getstate__(self) -> dict:
         """What travels to a remote worker: data and fault, never the gradient rows nor local arenas."""
-        return dict(self.__dict__, grads=None, losses=None, arenas={}, remote=True)
+        return dict(self.__dict__, grads=self.grads.shape, losses=None, arenas={}, remote=True)
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        B = self.x.shape[0]
-        self.grads, self.losses = np.empty((B, self.dims.n_params), F32), np.empty(B, F32)
+        self.grads, self.losses = np.empty(self.grads, F32), np.empty(self.x.shape[0], F32)
 
     def weights(self) -> tuple[np.ndarray, ...]:
         """This step's weights (and the previous step's, for the stale-weights fault), as one object."""
         return tuple(a.copy() for a in (self.w, self.w1_t, self.w_prev, self.w1_t_prev))
 
     @classmethod
-    def make(cls, dims: Dims, B: int, fault: str | None, array=lambda shape: np.empty(shape, F32)) -> Job:
+    def make(cls, dims: Dims, B: int, fault: str | None, array=lambda shape: np.empty(shape, F32),
+             remote: bool = False) -> Job:
         """``array`` allocates: a pool's shared memory (made before its workers start) or plain numpy."""
         w, x, t = init_data(dims, B)
+        chunk = chunk_examples(dims.n_params, 1, B, remote)
         job = cls(dims, array(w.shape), array((dims.D, dims.H)), array(w.shape), array((dims.D, dims.H)),
-                  array(x.shape), array(t.shape), array((B, dims.n_params)), array((B,)), fault)
+                  array(x.shape), array(t.shape), array((2, chunk, dims.n_params)), array((B,)), fault)
         job.w[...], job.x[...], job.t[...] = w, x, t
         job.refresh_transpose()
         job.w_prev[...], job.w1_t_prev[...] = job.w, job.w1_t
@@ -126,29 +136,33 @@ class Job:
                                               else None)
         return tape
 
-    def example(self, b: int, worker: int) -> None:
-        """Example ``b``'s gradient row and loss at the current weights (stale-weights: the previous ones)."""
+    def example(self, b: int, row: np.ndarray, worker: int) -> None:
+        """Example ``b``'s gradient into ``row`` and its loss, at the current weights (stale-weights: the
+        previous ones)."""
         stale = self.fault == "stale-weights" and worker == STALE_WORKER
         w, w1_t = (self.w_prev, self.w1_t_prev) if stale else (self.w, self.w1_t)
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging rate is reported by D3, not warned
-            self.losses[b] = example_grads(self.arena(worker), self.dims, w, self.x[b], self.t[b],
-                                           self.grads[b], w1_t=w1_t)
+            self.losses[b] = example_grads(self.arena(worker), self.dims, w, self.x[b], self.t[b], row, w1_t=w1_t)
 
 
 def run_task(ctx: tuple, worker: int) -> tuple[np.ndarray, np.float32] | None:
-    """Pool task: one example of the shared job (module level so it pickles). On a remote worker the
-    context also names this step's weights, and the row and loss go back to the gate."""
-    handle, b, *step_weights = ctx
+    """Pool task: example ``b`` into row ``slot`` of chunk buffer ``half`` (module level so it pickles). On
+    a remote worker the context also names this step's weights, and the row and loss go back to the gate."""
+    handle, b, half, slot, *step_weights = ctx
     job = resolve(handle)
     if step_weights:
         job.w, job.w1_t, job.w_prev, job.w1_t_prev = resolve(step_weights[0])
-    job.example(b, worker)
-    return (job.grads[b], job.losses[b]) if job.remote else None
+    job.example(b, job.grads[half, slot], worker)
+    return (job.grads[half, slot], job.losses[b]) if job.remote else None
 
 
-def store_example(job: Job, b: int, result: tuple[np.ndarray, np.float32]) -> None:
+def store_example(job: Job, b: int, row: np.ndarray, result: tuple[np.ndarray, np.float32]) -> None:
     """``on_result`` of a remote task: its row and loss land in the gate's job."""
-    job.grads[b], job.losses[b] = result
+    row[...], job.losses[b] = result
+
+
+class StepFailed(Exception):
+    """A task of the step raised or was lost: the run stops there (D1/D2 report why)."""
 
 
 @dataclass
@@ -160,7 +174,7 @@ class Training:
     weights: list[np.ndarray] = field(default_factory=list)
     losses: list[np.float32] = field(default_factory=list)
     g0: np.ndarray | None = None
-    grads0: np.ndarray | None = None  #: step 0's per-example gradients (the serial run keeps them for D4)
+    grads0: np.ndarray | None = None  #: step 0's first per-example gradients, in example order (D4)
     problem: str = ""  #: why a data-parallel run stopped early (a task raised or was lost)
     diverged: int | None = None  #: the step after which the weights stopped being finite (training stops)
     seconds: float = 0.0
@@ -172,59 +186,84 @@ class Trainer:
     def __init__(self, job: Job, lr: np.float32, ctx: RunContext, pool: WorkerPool | None = None):
         self.job, self.lr, self.ctx, self.pool = job, lr, ctx, pool
         self.handle = pool.share(job) if pool is not None else 0
-        self.records: list[TaskRecord] = []  #: this step's task records (the completion-order fault reads them)
-        B = job.grads.shape[0]
-        self.scratch = np.empty((B - B // 2, job.grads.shape[1]), F32)
+        self.order = tree_leaf_order(job.losses.size)  #: the examples in the order the batch tree adds them
+        self.keep: np.ndarray | None = None  #: where step 0's first rows are kept (D4), by example
+        self.step_weights: tuple = ()
 
-    def per_example(self) -> str:
-        """Fill the job's gradient rows and losses; returns a problem description, or ''."""
-        job, B = self.job, self.job.grads.shape[0]
-        job.grads[:, ::1024] = np.nan  # a row no task wrote cannot match by accident
-        if self.pool is None:
-            for b in range(B):
-                job.example(b, 0)
-            return ""
-        pool = self.pool
-        first, done_before = len(pool.records), pool.n_completed()
-        step = (pool.share(job.weights()),) if pool.remote else ()
-        for b in range(B):
-            pool.submit(run_task, (self.handle, b, *step), label=f"example {b}",
-                        on_result=partial(store_example, job, b) if pool.remote else None)
-        waited = pool.wait(done_before + B, self.ctx.remaining())
-        records = pool.records[first:]
-        bad = [r for r in records if r.error or not r.done]
-        if bad or not waited.reached:
-            r = bad[0] if bad else records[-1]
-            return f"{r.label} on worker {r.worker}: {r.error or 'never completed'}"
-        self.records = records
-        return ""
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, list[TaskRecord]]]:
+        """The step's gradient rows, a chunk at a time in the tree's order: (examples, rows, task records).
+
+        A chunk's buffer is written again two chunks later, so rows handed out stay valid while the next
+        chunk is computed (the streamed tree adds a pair of rows where they are)."""
+        job, pool = self.job, self.pool
+        size = job.grads.shape[1]
+        for c, first in enumerate(range(0, self.order.size, size)):
+            examples = self.order[first : first + size]
+            half = c % 2
+            rows = job.grads[half, : examples.size]
+            rows[:, ::1024] = np.nan  # a row no task wrote cannot match by accident
+            records: list[TaskRecord] = []
+            if pool is None:
+                for b, row in zip(examples.tolist(), rows, strict=True):
+                    job.example(b, row, 0)
+            else:
+                done_before, start = pool.n_completed(), len(pool.records)
+                if c == 0:  # a remote worker gets this step's weights once, as one more shared object
+                    self.step_weights = (pool.share(job.weights()),) if pool.remote else ()
+                step = self.step_weights
+                for slot, b in enumerate(examples.tolist()):
+                    pool.submit(run_task, (self.handle, b, half, slot, *step), label=f"example {b}",
+                                on_result=partial(store_example, job, b, rows[slot]) if pool.remote else None)
+                waited = pool.wait(done_before + examples.size, self.ctx.remaining())
+                records = pool.records[start:]
+                bad = [r for r in records if r.error or not r.done]
+                if bad or not waited.reached:
+                    r = bad[0] if bad else records[-1]
+                    raise StepFailed(f"{r.label} on worker {r.worker}: {r.error or 'never completed'}")
+            if self.keep is not None:
+                kept = examples < self.keep.shape[0]
+                self.keep[examples[kept]] = rows[kept]
+            yield examples, rows, records
 
     def reduce(self) -> np.ndarray:
-        """The batch gradient: the tree over the examples (completion-order fault: a fold in finish order)."""
+        """The batch gradient: the tree over the examples, streamed (completion-order fault: a left fold in
+        the order the tasks finished, worker by worker, chunk after chunk)."""
+        B, width = self.job.losses.size, self.job.grads.shape[2]
         if self.job.fault == "completion-order" and self.pool is not None:
-            order = finish_order(self.records)
-            acc = self.job.grads[order[0]].copy()
-            for b in order[1:]:
-                np.add(acc, self.job.grads[b], out=acc)
-            return acc / F32(len(order))
-        return batch_mean(self.job.grads, self.scratch)
+            acc = None
+            for _, rows, records in self.chunks():
+                for slot in finish_order(records):
+                    acc = rows[slot].copy() if acc is None else np.add(acc, rows[slot], out=acc)
+            return acc / F32(B)
+        chunks = self.chunks()
+        rows = iter(())
+
+        def take() -> np.ndarray:
+            nonlocal rows
+            for row in rows:
+                return row
+            rows = iter(next(chunks)[1])
+            return next(rows)
+
+        return streamed_batch_mean(B, width, take)
 
     def train(self, steps: int, label: str, keep_rows: int = 0) -> Training:
         """``keep_rows``: how many of step 0's per-example gradient rows to keep (for D4)."""
         job = self.job
         run = Training(label, self.pool.n_workers if self.pool is not None else 0)
+        run.grads0 = np.empty((keep_rows, job.grads.shape[2]), F32)
         t0 = time.perf_counter()
         for s in range(steps):
-            run.problem = self.per_example()
-            if run.problem:
-                run.problem = f"step {s}: {run.problem}"
-                break
+            self.keep = run.grads0 if s == 0 and keep_rows else None
             with np.errstate(over="ignore", invalid="ignore"):
-                g = self.reduce()
+                try:
+                    g = self.reduce()
+                except StepFailed as exc:
+                    run.problem = f"step {s}: {exc}"
+                    break
                 run.losses.append(F32(tree_sum(job.losses.copy(), 0) / F32(job.losses.size)))
                 if s == 0:
                     run.g0 = g.copy()
-                    run.grads0 = job.grads[:keep_rows].copy()
                 job.w_prev[...], job.w1_t_prev[...] = job.w, job.w1_t
                 sgd_step(job.w, g, self.lr, ascent=job.fault == "wrong-sign")
             job.refresh_transpose()
@@ -256,9 +295,13 @@ def validate(p: dict) -> None:
         raise ConfigError(f"d4_examples={p['d4_examples']} exceeds the batch B={p['B']}")
     dims = Dims(p["D"], p["H"], p["O"])
     workers = (p["workers"] or auto_workers()) + 1
-    per_run = 2 * p["B"] * dims.n_params + p["steps"] * dims.n_params  # gradients + scratch, snapshots
+    B, NP = p["B"], dims.n_params
+    chunk = chunk_examples(NP, 1, B, remote=p["executor"] == "dask")
+    # one job at a time: two chunks of rows, a row per round of the tree, weights, inputs and losses
+    job = 2 * chunk * NP + (len(tree_levels(B)) + 1) * NP + 4 * NP + 2 * dims.n_w1 + B * (dims.D + dims.O + 1)
+    kept = 3 * p["steps"] * NP + (p["d4_examples"] % B) * NP  # every run's weights after every step; D4's rows
     arenas = (workers + 1) * (2 * dims.arena + dims.n_w1)
-    nbytes = 4 * (2 * per_run + p["B"] * (dims.n_params + dims.D + dims.O) + arenas) + 8 * 4 * dims.n_params
+    nbytes = 4 * (job + kept + arenas) + 8 * 4 * NP
     require(nbytes, f"dp-train at D={p['D']} H={p['H']} O={p['O']} B={p['B']} steps={p['steps']}")
 
 
@@ -280,7 +323,7 @@ def run(ctx: RunContext) -> GateOutput:
     for workers in (n_workers, n_workers + 1):
         pool = make_pool(executor, workers, None, scheduler)
         try:
-            job = Job.make(dims, B, ctx.fault, pool.array)
+            job = Job.make(dims, B, ctx.fault, pool.array, pool.remote)
             runs.append(Trainer(job, lr, ctx, pool).train(steps, f"{workers} workers"))
         finally:
             pool.close()

@@ -5,7 +5,7 @@ import pytest
 
 from nxgates.core import q20
 from nxgates.core.tape import F32, tree_sum
-from nxgates.core.train import batch_mean, q20_sgd_step, sgd_step
+from nxgates.core.train import batch_mean, q20_sgd_step, sgd_step, streamed_batch_mean, tree_leaf_order
 
 
 def grads(B, n=37, seed=1):
@@ -30,6 +30,46 @@ def test_batch_mean_differs_from_a_left_fold_somewhere():
     for row in g[1:]:
         fold = fold + row
     assert np.any((fold / F32(13)).view(np.uint32) != batch_mean(g).view(np.uint32))
+
+
+def handed_over(g, order):
+    """A ``take`` for streamed_batch_mean: g's rows in ``order``, each a fresh buffer that is overwritten
+    once two more rows have been taken (what the contract allows), so a row held too long shows."""
+    rows, held = iter(order), []
+
+    def take():
+        row = g[next(rows)].copy()
+        held.append(row)
+        if len(held) > 2:
+            held.pop(0)[...] = np.float32(12345)
+        return row
+
+    return take
+
+
+@pytest.mark.parametrize("B", [*range(1, 40), 63, 64, 65, 100, 255, 1000])
+def test_the_streamed_tree_gives_batch_means_bits(B):
+    g = grads(B, n=9, seed=B) * F32(10) ** np.random.default_rng(B).integers(-3, 4, (B, 9)).astype(F32)
+    if B > 3:
+        g[1, 2], g[2, 3], g[3, 4] = np.nan, -0.0, np.inf
+    order = tree_leaf_order(B)
+    assert sorted(order.tolist()) == list(range(B))  # every example once
+    streamed = streamed_batch_mean(B, 9, handed_over(g, order))
+    assert streamed.view(np.uint32).tolist() == batch_mean(g).view(np.uint32).tolist()
+
+
+def test_the_tree_order_is_the_depth_first_walk():
+    # round 1 pairs k with k + 4 (of 8), round 2 k with k + 2, round 3 0 with 1
+    assert tree_leaf_order(8).tolist() == [0, 4, 2, 6, 1, 5, 3, 7]
+    # 7: pairs (0,4) (1,5) (2,6), 3 waits; then (0,2) and (1,3); then the two
+    assert tree_leaf_order(7).tolist() == [0, 4, 2, 6, 1, 5, 3]
+
+
+def test_the_streamed_tree_needs_its_order():
+    """Rows handed over in example order are added in another tree: other bits (the test above can fail)."""
+    g = grads(13, n=400)
+    streamed = streamed_batch_mean(13, 400, handed_over(g, range(13)))
+    assert np.any(streamed.view(np.uint32) != batch_mean(g).view(np.uint32))
 
 
 def test_sgd_step_is_two_float32_roundings():

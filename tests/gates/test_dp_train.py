@@ -1,5 +1,7 @@
 """The dp-train gate: the same bits on every executor and worker count, the update rule, each check red."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,31 @@ def test_each_fault_turns_its_checks_red(executor, fault, expected):
     assert set(dp.FAULTS[fault].caught_by) <= red(out)
 
 
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_batch_streamed_one_example_at_a_time_trains_the_same_bits(monkeypatch, executor):
+    """The batch gradient is the tree over the examples however the batch is chunked: one example per
+    chunk gives the one-chunk run's weights, losses and D4 (over part of the batch, kept as it streams)."""
+    from nxgates.gates import parallel_grad
+
+    params = {**SEED, "D": 6, "H": 5, "O": 3, "B": 13, "d4_examples": 5, "executor": executor}
+    whole = dp.run(ctx(params))
+    monkeypatch.setattr(parallel_grad, "CHUNK_BYTES", 1)  # chunk_examples: one example (one round of 1)
+    streamed = dp.run(ctx(params))
+    assert all(by_name(whole).values()) and all(by_name(streamed).values())
+    for key in ("weights_sha256", "losses", "d4_worst_permil"):
+        assert streamed.metrics[key] == whole.metrics[key], key
+    assert red(dp.run(ctx(params, fault="stale-weights"))) == {dp.D1, dp.D2}
+    # one example a chunk finishes in the tree's order on any worker count: D2 cannot tell them apart then
+    assert red(dp.run(ctx(params, fault="completion-order"))) == {dp.D1}
+
+
+def test_memory_is_planned_per_chunk_not_per_batch():
+    large = {**SEED, "D": 784, "H": 256, "O": 10, "steps": 4}
+    dp.validate({**large, "B": 1 << 20})  # a million examples a step: streamed, so not refused
+    with pytest.raises(Exception, match="memory budget"):
+        dp.validate({**large, "B": 1 << 20, "d4_examples": (1 << 20) - 1})  # D4 keeps its rows: refused
+
+
 def test_stale_weights_differ_from_step_1_on_only():
     """Step 0 has no previous weights: the fault shows from the first step whose weights moved."""
     out = dp.run(ctx(SEED, fault="stale-weights"))
@@ -90,16 +117,16 @@ def test_finish_order_is_worker_by_worker():
 def test_a_task_that_raises_fails_d1_and_d2_with_the_reason(monkeypatch):
     real = dp.Job.example
 
-    def broken(self, b, worker):
-        if b == 3 and worker != 0:
+    def broken(self, b, row, worker):
+        if b == 3 and threading.current_thread().name.startswith("nxgates-worker"):  # a pool's task, not serial
             raise RuntimeError("boom")
-        real(self, b, worker)
+        real(self, b, row, worker)
 
     monkeypatch.setattr(dp.Job, "example", broken)
     out = dp.run(ctx(SEED))
     assert red(out) == {dp.D1, dp.D2}
     detail = next(c.detail for c in out.checks if c.name == dp.D1)
-    assert "run stopped: step 0: example 3 on worker 1: RuntimeError: boom" in detail
+    assert "run stopped: step 0: example 3 on worker 0: RuntimeError: boom" in detail  # task 6 of 8 (tree order)
 
 
 def test_d4_over_part_of_the_batch_and_the_medium_preset():
