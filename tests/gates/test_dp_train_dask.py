@@ -39,3 +39,24 @@ def test_faults_are_caught_on_dask_by_their_checks(cluster, fault):
     out = dp_train.run(ctx(SEED, fault, scheduler=cluster))
     failed = {name for name, ok in by_name(out).items() if not ok}
     assert failed >= set(dp_train.FAULTS[fault].caught_by), failed
+
+
+def test_dask_streams_a_step_in_chunks_to_the_same_weights(cluster, monkeypatch):
+    """Chunks of 3 examples on Dask: each chunk's rows come back into the chunk buffer they were dealt from,
+    and the step's weights travel once per step (not once per chunk); the thread executor's bits."""
+    from nxgates.gates import parallel_grad
+
+    params = {**SEED, "D": 5, "H": 7, "O": 3, "B": 11, "steps": 3}
+    expected = dp_train.run(ctx({**params, "executor": "thread"})).metrics["weights_sha256"]
+    monkeypatch.setattr(parallel_grad, "REMOTE_CHUNK_BYTES", 3 * 4 * (5 * 7 + 3 * 7))  # three rows a chunk
+    shared = []
+    real_share = dask_pool.DaskWorkerPool.share
+
+    def share(self, obj):
+        shared.append(obj)
+        return real_share(self, obj)
+
+    monkeypatch.setattr(dask_pool.DaskWorkerPool, "share", share)
+    out = dp_train.run(ctx(params, scheduler=cluster))
+    assert all(by_name(out).values()) and out.metrics["weights_sha256"] == expected
+    assert len(shared) == 2 * (1 + 3)  # two pools (D1, D2): the job, then one set of weights per step
