@@ -46,3 +46,12 @@ class Terminated(KeyboardInterrupt):
         import signal
 
         return f"terminated ({signal.Signals(self.signum).name})"
+
+
+#: CPython's RuntimeError when the system refuses a thread (a tight ``ulimit -v``: each thread reserves its stack)
+THREAD_REFUSED = "can't start new thread"
+
+
+def refused_a_resource(exc: BaseException) -> bool:
+    """``exc`` is this machine's limits talking (no thread, or no memory for one), not a bug in a gate."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and THREAD_REFUSED in str(exc))

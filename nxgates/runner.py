@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError
+from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError, refused_a_resource
 from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext, Variant
 from nxgates.registry import GateEntry
 
@@ -76,6 +76,9 @@ def run_gate(
         if isinstance(exc, OSError) and exc.errno in _LIMIT_ERRNOS:  # ... unless it is this machine's limits
             raise ResourceError(f"{entry.name}: the system refused a resource: {exc.strerror} (limits: ulimit -n "
                                 "open files, ulimit -u processes); use fewer workers or executor=thread") from None
+        if refused_a_resource(exc):  # no new thread: each reserves its stack, which a tight ulimit -v refuses
+            raise ResourceError(f"{entry.name}: the system refused a new thread ({exc}; limits: ulimit -v address "
+                                "space, ulimit -u processes); raise the limit or use fewer workers") from None
         seconds = time.perf_counter() - start
         report = _failed(entry, params, fault, seconds, f"internal error: {type(exc).__name__}: {exc}", "crash")
         import traceback

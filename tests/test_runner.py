@@ -105,3 +105,24 @@ def test_a_system_limit_is_a_resource_error_and_other_os_errors_are_crashes():
         run_repeated(entry_running(out_of_files), {}, 1, timeout=None)
     report = run_repeated(entry_running(broken), {}, 1, timeout=None)
     assert report.error_kind == "crash" and "Bad file descriptor" in report.error
+
+
+def test_a_thread_the_system_refuses_is_a_resource_error_not_a_crash():
+    """Under a tight `ulimit -v` a gate's thread cannot start (each reserves its stack): exit 2 naming the
+    limit, as for file descriptors, not exit 3 ("internal error") with a traceback. Other RuntimeErrors are
+    still bugs."""
+    import pytest
+
+    from nxgates.errors import ResourceError
+    from nxgates.runner import run_gate
+
+    def refused(ctx):
+        raise RuntimeError("can't start new thread")
+
+    with pytest.raises(ResourceError, match=r"^fake: the system refused a new thread .*ulimit -v"):
+        run_gate(entry_running(refused), {})
+
+    def buggy(ctx):
+        raise RuntimeError("a bug")
+
+    assert run_gate(entry_running(buggy), {}).error_kind == "crash"

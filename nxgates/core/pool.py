@@ -26,6 +26,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from nxgates.core.cpus import auto_workers  # noqa: F401 - re-exported: the pool's "auto"
-from nxgates.errors import ConfigError
+from nxgates.errors import ConfigError, ResourceError, refused_a_resource
 
 EXECUTORS = ("thread", "process", "dask")
+
 _SHARED: dict[Hashable, Any] = {}  # what pools have shared, by handle; forked workers inherit it
 _handles = itertools.count(1)
 
@@ -202,13 +204,18 @@ class WorkerPool:
         """Block until ``target`` tasks completed, nothing is in flight, or ``timeout`` seconds passed."""
         deadline = None if timeout is None else time.monotonic() + timeout  # forks in flush() count too
         self.flush()
-        with self._cv:
-            while self._completed < target and self._in_flight > 0:
+        while True:
+            self._check_alive()
+            with self._cv:
+                if self._completed >= target or self._in_flight <= 0:
+                    return WaitResult(self._completed >= target, False, self._completed + self._failed)
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return WaitResult(False, True, self._completed + self._failed)
                 self._cv.wait(0.25 if left is None else min(left, 0.25))  # short waits keep Ctrl-C prompt
-            return WaitResult(self._completed >= target, False, self._completed + self._failed)
+
+    def _check_alive(self) -> None:
+        """Between waits: raise if what delivers the tasks is gone (threads deliver their own)."""
 
     def n_completed(self) -> int:
         with self._cv:
@@ -264,8 +271,10 @@ class ProcessWorkerPool(WorkerPool):
             raise ConfigError("the process executor needs fork() (Linux or macOS); use executor=thread")
         self._mp = multiprocessing.get_context("fork")
         check_workers("process", n_workers)
+        _watch_manager_threads()
         super().__init__(n_workers, fault)
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord]]] = {}
+        self._pending: dict[Future, tuple[int, list]] = {}  #: batches handed over and not yet delivered
 
     def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
                   on_result: Callable[[Any], None] | None) -> None:
@@ -276,13 +285,33 @@ class ProcessWorkerPool(WorkerPool):
         with _stop_signals_deferred():  # a worker's first batch forks it
             for worker, items in queued.items():
                 future = self._executors[worker].submit(_run_batch, [(fn, ctx) for fn, ctx, _, _ in items], worker)
+                self._pending[future] = (worker, items)
                 future.add_done_callback(lambda f, its=items: self._finish_batch(its, f))
 
     def _finish_batch(self, items: list, future: Future) -> None:
+        self._pending.pop(future, None)
         error = _outcome(future)
         outcomes = [(error, None)] * len(items) if error is not None else future.result()
         for (_, _, record, on_result), (err, value) in zip(items, outcomes, strict=True):
             self._deliver(record, err, lambda v=value: v, on_result)
+
+    def _check_alive(self) -> None:
+        """A worker's batches are delivered by its executor's manager thread. Under a tight ``ulimit -v``
+        that thread can die starting its queue's feeder thread ("can't start new thread"): its batches would
+        never finish, and a run without --timeout would wait forever. That is the machine's limit (exit 2);
+        a manager thread that ended for another reason fails its batches' tasks with the reason."""
+        for future, (worker, items) in list(self._pending.items()):
+            manager = getattr(self._executors[worker], "_executor_manager_thread", None)
+            if manager is None or manager.is_alive() or future.done():  # done: delivered before it ended
+                continue
+            why = _MANAGER_FAILURES.get(manager)
+            if why is not None and refused_a_resource(why):
+                raise ResourceError(f"the system refused the process pool a thread ({type(why).__name__}: {why}; "
+                                    "a tight ulimit -v leaves no room for thread stacks); raise the limit or use "
+                                    "fewer workers")
+            self._pending.pop(future, None)
+            for _, _, record, _ in items:
+                self._finish(record, f"the pool's manager thread ended: {why!r}")
 
     def _make_executor(self, worker: int) -> Executor:
         from concurrent.futures import ProcessPoolExecutor
@@ -320,6 +349,30 @@ class ProcessWorkerPool(WorkerPool):
         if self.started:
             raise RuntimeError("a barrier must be made before the first task starts the workers")
         return self._mp.Barrier(parties, timeout=timeout)
+
+
+_MANAGER_FAILURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  #: manager thread -> what ended it
+
+
+def _watch_manager_threads() -> None:
+    """Record, and keep off stderr, the exception that ends a process executor's manager thread:
+    :meth:`ProcessWorkerPool._check_alive` turns it into one line. Other threads' exceptions go to the hook
+    that was there. Installed once."""
+    from concurrent.futures import process
+
+    manager_class = getattr(process, "_ExecutorManagerThread", None)  # CPython 3.9+
+    if manager_class is None or getattr(threading.excepthook, "nxgates_manager_hook", False):
+        return
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if isinstance(args.thread, manager_class):
+            _MANAGER_FAILURES[args.thread] = args.exc_value
+            return
+        previous(args)
+
+    hook.nxgates_manager_hook = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def _outcome(future: Future) -> BaseException | None:

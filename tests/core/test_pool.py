@@ -132,3 +132,35 @@ def test_closing_an_idle_process_pool_waits_for_every_worker_to_exit(n_workers):
     processes = [p for ex in pool._executors for p in ex._processes.values()]
     pool.close()
     assert len(processes) == n_workers and [p.exitcode for p in processes] == [0] * n_workers
+
+
+@pytest.mark.parametrize("cause, refused", [(RuntimeError("can't start new thread"), True),
+                                            (ValueError("boom"), False)])
+def test_a_process_pool_whose_manager_thread_dies_does_not_wait_forever(monkeypatch, capfd, cause, refused):
+    """Under a tight `ulimit -v` the executor's manager thread dies starting its queue's feeder thread, and
+    its batches would never finish: a refused thread is the machine's limit (ResourceError, exit 2), any
+    other end fails the batch's tasks with the reason. Either way at once, and no thread's traceback."""
+    import multiprocessing.queues
+
+    from nxgates.errors import ResourceError
+
+    def cannot_start(self):
+        raise cause
+
+    monkeypatch.setattr(multiprocessing.queues.Queue, "_start_thread", cannot_start)
+    pool = ProcessWorkerPool(2)
+    try:
+        for _ in range(4):
+            pool.submit(noop, None)
+        t0 = time.monotonic()
+        if refused:
+            with pytest.raises(ResourceError, match="refused the process pool a thread.*ulimit -v"):
+                pool.wait(4, 10.0)  # without a timeout it used to wait forever
+        else:
+            waited = pool.wait(4, 10.0)
+            assert not waited.reached and {r.error for r in pool.records} == {
+                "the pool's manager thread ended: ValueError('boom')"}
+        assert time.monotonic() - t0 < 5
+    finally:
+        pool.close()  # the forked workers wait on a queue nobody feeds: terminated
+    assert "Traceback" not in capfd.readouterr().err
