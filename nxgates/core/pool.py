@@ -243,6 +243,9 @@ class WorkerPool:
             idle = self._in_flight == 0
         for ex in self._executors:
             ex.shutdown(wait=idle, cancel_futures=True)
+        self._forget_shared()
+
+    def _forget_shared(self) -> None:
         for handle in self._shared:
             _SHARED.pop(handle, None)
         self._shared.clear()
@@ -252,6 +255,10 @@ class WorkerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: how long closing a process pool waits for its workers to exit before it terminates them
+CLOSE_SECONDS = 5.0
 
 
 class ProcessWorkerPool(WorkerPool):
@@ -321,19 +328,28 @@ class ProcessWorkerPool(WorkerPool):
                                    initargs=(os.getpid(),))
 
     def close(self) -> None:
-        """As for threads; and a worker still busy (a stuck task, or a run that timed out at start-up) is
-        terminated: the console script may leave through ``os._exit``, which would orphan it, blocked forever
-        on its queue and holding the caller's stdout open."""
+        """Stop the workers and see them exit, waiting at most :data:`CLOSE_SECONDS`. A worker still busy (a
+        stuck task, a run that timed out at start-up) is terminated at once, and so is one whose executor has
+        not finished shutting down by then: the console script may leave through ``os._exit``, which would
+        orphan a worker blocked forever on its queue, holding the caller's stdout open, and a stop (Ctrl-C,
+        SIGTERM) must not wait on an executor's manager thread that does not end (``shutdown(wait=True)``
+        joins it without a limit)."""
         with self._cv:
             busy = self._in_flight > 0
         processes = [p for ex in self._executors for p in (getattr(ex, "_processes", None) or {}).values()]
-        super().close()
-        if busy:
-            for p in processes:
-                if p.is_alive():
-                    p.terminate()
-            for p in processes:
-                p.join(1.0)
+        managers = [getattr(ex, "_executor_manager_thread", None) for ex in self._executors]
+        for ex in self._executors:
+            ex.shutdown(wait=False, cancel_futures=True)  # each manager thread stops its worker and reaps it
+        self._forget_shared()
+        deadline = time.monotonic() + (0.0 if busy else CLOSE_SECONDS)
+        for manager in managers:
+            if manager is not None and manager.ident is not None:  # started
+                manager.join(max(0.0, deadline - time.monotonic()))
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+        for p in processes:
+            p.join(1.0)
 
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:

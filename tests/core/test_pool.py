@@ -164,3 +164,32 @@ def test_a_process_pool_whose_manager_thread_dies_does_not_wait_forever(monkeypa
     finally:
         pool.close()  # the forked workers wait on a queue nobody feeds: terminated
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_closing_waits_a_bounded_time_for_an_executor_that_does_not_finish(monkeypatch):
+    """shutdown(wait=True) joins the executor's manager thread without a limit; if that thread does not end
+    (it is what a lost SIGTERM looked like), close() still returns and its workers are terminated."""
+    from concurrent.futures import process
+
+    from nxgates.core import pool as pool_module
+
+    real = process._ExecutorManagerThread.join_executor_internals
+
+    def stuck(self):
+        time.sleep(3)  # long against the bound below; short enough to end before the test session does
+        real(self)
+
+    monkeypatch.setattr(process._ExecutorManagerThread, "join_executor_internals", stuck)
+    monkeypatch.setattr(pool_module, "CLOSE_SECONDS", 0.3)
+    pool = ProcessWorkerPool(2)
+    for w in range(2):
+        pool.submit(noop, None, worker=w)
+    assert pool.wait(2, 10).reached
+    processes = [p for ex in pool._executors for p in ex._processes.values()]
+    t0 = time.monotonic()
+    pool.close()
+    assert time.monotonic() - t0 < 2.5
+    deadline = time.monotonic() + 5  # as above: the manager thread may hold a reaped pid for a moment
+    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(p.is_alive() for p in processes)
