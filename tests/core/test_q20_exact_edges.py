@@ -109,3 +109,32 @@ def test_floats_are_refused_with_their_dtype():
 def test_per_term_shapes_must_agree():
     with pytest.raises(ValueError, match=r"^matmul_per_term shapes \(2, 3\) @ \(4, 1\)$"):
         q20.matmul_per_term(np.ones((2, 3), dtype=np.int64), np.ones((4, 1), dtype=np.int64))
+
+
+def test_float64_is_exact_up_to_2_to_the_53():
+    """Every product and partial sum of ``a @ b`` is at most max|a| * max|b| * k: up to 2^53 float64 holds
+    them all exactly, one more and it may not."""
+    one = np.ones((1, 1), dtype=np.int64)
+    assert q20.float_exact(np.array([[1 << 53]]), one) and not q20.float_exact(np.array([[(1 << 53) + 1]]), one)
+    row, col = np.full((1, 4), 1 << 51), np.ones((4, 1), dtype=np.int64)
+    assert q20.float_exact(row, col) and not q20.float_exact(row + 1, col)  # k counts: 4 * 2^51 = 2^53
+    assert q20.float_exact(np.array([[1 << 62]]), np.zeros((1, 1), dtype=np.int64))  # times 0 is 0, exactly
+    assert q20.float_exact(np.zeros((2, 0), dtype=np.int64), np.zeros((0, 3), dtype=np.int64))
+
+
+def test_matmul_is_exact_on_both_sides_of_the_float64_bound():
+    """Where float64 would round (2^53 + 1), the int64 product is used; below it BLAS gives the same integers
+    as numpy's int64 loop, with every partial sum of one sign and near 2^53."""
+    odd = (1 << 53) + 1
+    assert q20.matmul_raw(np.array([[odd]]), np.ones((1, 1), dtype=np.int64)).tolist() == [[odd]]
+    assert q20.matmul_raw(np.array([[1, odd]]), np.array([[1], [1]])).tolist() == [[odd + 1]]
+    rng = np.random.default_rng(7)
+    for k in (1, 3, 64, 1024):
+        top = (1 << 32) // k  # max|a| * max|b| * k = 2^21 * 2^32 = 2^53
+        a = rng.integers(-(1 << 21), (1 << 21) + 1, (5, k))
+        b = rng.integers(-top, top + 1, (k, 6))
+        a[0], b[:, 0] = 1 << 21, top  # a row and a column whose products all add up: 2^53 at k = 1, 64, 1024
+        assert q20.float_exact(a, b)
+        got = q20.matmul_raw(a, b)
+        assert got.dtype == np.int64 and got.tolist() == (a @ b).tolist()
+        assert got[0, 0] == k * (1 << 21) * top
