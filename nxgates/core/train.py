@@ -78,34 +78,36 @@ def streamed_batch_mean(B: int, width: int, take: Callable[[], np.ndarray]) -> n
     memory for one row per round of the tree, not B rows, so a batch can be computed in chunks.
 
     ``take()`` returns the next row; the row it returned before must stay valid until the next call
-    returns (a pair of examples is added straight from where they were computed). Each node is written
-    into the buffer its parent gives it; a left child into its parent's own, the right one into the
-    buffer of its round, used by nothing else on the way down, and added left + right, as the tree adds.
+    returns (a pair of examples is added straight from where they were computed).
     """
     sizes = tree_levels(B)
     if B == 1:
         return take() / F32(1)
-    right = np.empty((len(sizes), width), F32)  # right[r]: the right child of the node of round r + 1
-
-    def fill(r: int, k: int, dst: np.ndarray) -> None:
-        if r == 0:
-            np.copyto(dst, take())
-            return
-        m = sizes[r - 1]
-        h = m // 2
-        if k >= h:  # the odd middle of its round: unchanged into the next
-            fill(r - 1, k, dst)
-        elif r == 1:
-            first = take()
-            np.add(first, take(), out=dst)
-        else:
-            fill(r - 1, k, dst)
-            fill(r - 1, k + m - h, right[r - 1])
-            np.add(dst, right[r - 1], out=dst)
-
     total = np.empty(width, F32)
-    fill(len(sizes) - 1, 0, total)
+    _fill(sizes, np.empty((len(sizes), width), F32), take, len(sizes) - 1, 0, total)
     return total / F32(B)
+
+
+def _fill(sizes: list[int], right: np.ndarray, take: Callable[[], np.ndarray], r: int, k: int, dst: np.ndarray
+          ) -> None:
+    """Node k of round r of the tree into ``dst``: its left child into ``dst`` too, its right child into
+    ``right[r - 1]`` (used by nothing else on the way down), then left + right, as the tree adds them.
+    (A function of its own, not a closure: a recursive closure is a reference cycle, which would keep the
+    buffers, and the caller's chunks, alive until the garbage collector runs.)"""
+    if r == 0:
+        np.copyto(dst, take())
+        return
+    m = sizes[r - 1]
+    h = m // 2
+    if k >= h:  # the odd middle of its round: unchanged into the next
+        _fill(sizes, right, take, r - 1, k, dst)
+    elif r == 1:
+        first = take()
+        np.add(first, take(), out=dst)
+    else:
+        _fill(sizes, right, take, r - 1, k, dst)
+        _fill(sizes, right, take, r - 1, k + m - h, right[r - 1])
+        np.add(dst, right[r - 1], out=dst)
 
 
 def sgd_step(w: np.ndarray, g: np.ndarray, lr: np.float32, ascent: bool = False) -> None:

@@ -96,3 +96,18 @@ def test_q20_step_refuses_to_wrap():
         q20_sgd_step(np.zeros(1, np.int64), np.array([1 << 40], np.int64), 1 << 30, "A")
     with pytest.raises(q20.Q20Overflow, match="A: update"):
         q20_sgd_step(np.array([(1 << 62) - 1], np.int64), np.array([-(1 << 30)], np.int64), q20.S, "A")
+
+
+def test_the_streamed_tree_leaves_no_garbage_cycle():
+    """A reference cycle (a recursive closure was one) would keep the tree's buffers, and the caller's chunks
+    behind ``take``, alive until the garbage collector happens to run: dp-train's memory grew run by run."""
+    import gc
+
+    g = grads(37, n=64)
+    gc.collect()
+    gc.disable()
+    try:
+        streamed_batch_mean(37, 64, handed_over(g, tree_leaf_order(37)))
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
