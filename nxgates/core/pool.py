@@ -38,7 +38,6 @@ from nxgates.core.cpus import auto_workers  # noqa: F401 - re-exported: the pool
 from nxgates.errors import ConfigError, ResourceError, refused_a_resource
 
 EXECUTORS = ("thread", "process", "dask")
-
 _SHARED: dict[Hashable, Any] = {}  # what pools have shared, by handle; forked workers inherit it
 _handles = itertools.count(1)
 

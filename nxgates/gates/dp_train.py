@@ -7,8 +7,8 @@ examples (:func:`nxgates.core.train.batch_mean`: the order depends only on B), d
 updates ``w -= lr * g`` in float32, ``lr = constf(lr_num, lr_den)``. The batch streams: the examples are
 computed in chunks, in the order a depth-first walk of that tree meets them, and added as they come
 (:func:`nxgates.core.train.streamed_batch_mean`, the same bits), so memory holds two chunks of rows and one
-row per round of the tree, never B rows. The weights live in pool shared
-memory and are updated in place between steps, so forked workers always read the current step's weights.
+row per round of the tree, never B rows. The weights live in pool shared memory and are updated in place
+between steps, so forked workers always read the current step's weights.
 A remote pool (dask) gets the job once and each step's weights as one more shared object; its tasks
 return their gradient row and loss.
 
