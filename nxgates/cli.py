@@ -262,8 +262,8 @@ def show_cmd(gate: str, config: str | None) -> None:
 @click.option("--executor", cls=OnceOption, default=None, metavar="NAME",
               help="Shorthand for --set executor=NAME (gates with a worker pool: auto|thread|process|dask).")
 @click.option("--scheduler", cls=OnceOption, default=None, metavar="ADDRESS",
-              help="parallel-grad: run on this Dask cluster (executor=dask; default: $NXGATES_DASK_SCHEDULER, "
-                   "else a LocalCluster).")
+              help="parallel-grad, dp-train, lora: run on this Dask cluster (executor=dask; default: "
+                   "$NXGATES_DASK_SCHEDULER, else a LocalCluster).")
 @click.option("--save-grads", cls=OnceOption, default=None, metavar="PATH",
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
 @click.option("--compare-grads", cls=OnceOption, default=None, metavar="PATH",

@@ -69,6 +69,7 @@ class ChoiceParam(NamedTuple):
 
     doc: str
     choices: tuple[str, ...]
+    default: str | None = None  #: a parameter added later has one, so a gates.toml written before it still loads
 
     kind = "str"
 

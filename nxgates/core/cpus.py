@@ -1,8 +1,11 @@
-"""How many workers "auto" means, importable without the pool (a gate's validation runs at start-up)."""
+"""Which executors a pool may be and how many workers "auto" means, importable without the pool (a gate's
+parameters and validation are read at every start-up)."""
 
 from __future__ import annotations
 
 import os
+
+EXECUTORS = ("thread", "process", "dask")
 
 
 def auto_workers() -> int:

@@ -34,10 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from nxgates.core.cpus import auto_workers  # noqa: F401 - re-exported: the pool's "auto"
+from nxgates.core.cpus import EXECUTORS, auto_workers  # noqa: F401 - re-exported: the pool's kinds and "auto"
 from nxgates.errors import ConfigError, ResourceError, refused_a_resource
 
-EXECUTORS = ("thread", "process", "dask")
 _SHARED: dict[Hashable, Any] = {}  # what pools have shared, by handle; forked workers inherit it
 _handles = itertools.count(1)
 

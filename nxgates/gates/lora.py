@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from nxgates.core import q20
+from nxgates.core.cpus import EXECUTORS
 from nxgates.core.memory import require
 from nxgates.core.q20 import S, tdiv
 from nxgates.errors import ConfigError, ResourceError
@@ -41,6 +42,9 @@ PARAMS = {
     "workers": IntParam("processes for the fast gradcheck's cells; 0 = auto (one process at small sizes, "
                         "the usable CPUs from T*DM^2*R = 2^30 up), 1 = in-process", min=0, max=1024,
                         default=0),
+    "executor": ChoiceParam("where a pooled gradcheck's cells run: process (forked, shared memory), thread, "
+                            "dask (a LocalCluster of `workers`, or --scheduler ADDRESS), or auto (dask given a "
+                            "scheduler address, else process)", ("auto", *EXECUTORS), default="auto"),
 }
 
 CHECK_A = "gradcheck A (lora)"
@@ -322,6 +326,15 @@ def gradcheck_workers(requested: int, T: int, DM: int, R: int) -> int:
     return auto_workers()
 
 
+def gradcheck_executor(executor: str, scheduler: str | None) -> str:
+    """``auto``: dask given a scheduler address (as parallel-grad), else forked processes."""
+    if scheduler and executor in ("thread", "process"):
+        raise ConfigError(f"a scheduler address applies to executor=dask, not executor={executor}")
+    if executor == "auto":
+        return "dask" if scheduler else "process"
+    return executor
+
+
 @dataclass(eq=False, repr=False)
 class CellsJob:
     """What the pool's workers share: the model, its forward, and the two result arrays they fill."""
@@ -331,22 +344,34 @@ class CellsJob:
     delta: int
     out_a: np.ndarray  #: shared (DM, R)
     out_b: np.ndarray  #: shared (R, DM)
+    remote: bool = False  #: a copy on a Dask worker: its tasks return the cells they filled
+
+    def __getstate__(self) -> dict:
+        """What travels to a Dask worker: all of it (small next to the work), marked as a copy."""
+        return dict(self.__dict__, remote=True)
 
 
-def _cells_a_task(ctx: tuple[int, int, int], worker: int) -> None:
+def _cells_a_task(ctx: tuple[int, int, int], worker: int) -> np.ndarray | None:
     from nxgates.core.pool import resolve
 
     handle, k0, k1 = ctx
     job = resolve(handle)
     cells_a(job.m, job.f, job.delta, range(k0, k1), job.out_a, lambda n: None)
+    return job.out_a[:, k0:k1] if job.remote else None
 
 
-def _cells_b_task(ctx: tuple[int, int, int], worker: int) -> None:
+def _cells_b_task(ctx: tuple[int, int, int], worker: int) -> np.ndarray | None:
     from nxgates.core.pool import resolve
 
     handle, k0, k1 = ctx
     job = resolve(handle)
     cells_b(job.m, job.f, job.delta, range(k0, k1), job.out_b)
+    return job.out_b[k0:k1] if job.remote else None
+
+
+def _store_cells(out: np.ndarray, cells: np.ndarray | None) -> None:
+    """``on_result`` of a task on a Dask worker: the cells it filled land in the gate's array (a view)."""
+    out[...] = cells
 
 
 def _split(n: int, parts: int) -> list[range]:
@@ -355,11 +380,12 @@ def _split(n: int, parts: int) -> list[range]:
     return [range(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
-def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers: int, executor: str = "process",
+                      scheduler: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The fast gradcheck with A's columns and B's rows (both values of k) dealt over ``workers`` forked
-    processes, writing into shared memory: the same integers as :func:`diffs_fast_a` / :func:`diffs_fast_b`
-    (cells are independent). With R below the worker count, some workers get no A or B cells.
+    processes, writing into shared memory, or over a Dask cluster's workers, whose tasks return their cells:
+    the same integers as :func:`diffs_fast_a` / :func:`diffs_fast_b` (cells are independent). With R below
+    the worker count, some workers get no A or B cells.
 
     A task that fails (an overflow refusal, say) makes this fall back to the in-process path, which then
     raises exactly what a single process would.
@@ -367,15 +393,20 @@ def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers
     from nxgates.core.pool import make_pool
 
     DM, R = m.A.shape
-    pool = make_pool("process", workers)
+    pool = make_pool(executor, workers, None, scheduler)
     try:
         job = CellsJob(m, f, delta, pool.array((DM, R), np.int64), pool.array((R, DM), np.int64))
+        for out in (job.out_a, job.out_b):  # a cell no task delivered cannot pass by accident
+            out[...] = np.iinfo(np.int64).min
         handle = pool.share(job)
         for columns in _split(R, pool.n_workers):
             pool.submit(_cells_a_task, (handle, columns.start, columns.stop),
-                        label=f"A columns {columns.start}..{columns.stop - 1}")
+                        label=f"A columns {columns.start}..{columns.stop - 1}",
+                        on_result=partial(_store_cells, job.out_a[:, columns.start : columns.stop]) if pool.remote
+                        else None)
         for rows in _split(R, pool.n_workers):
-            pool.submit(_cells_b_task, (handle, rows.start, rows.stop), label=f"B rows {rows.start}..{rows.stop - 1}")
+            pool.submit(_cells_b_task, (handle, rows.start, rows.stop), label=f"B rows {rows.start}..{rows.stop - 1}",
+                        on_result=partial(_store_cells, job.out_b[rows.start : rows.stop]) if pool.remote else None)
         n_tasks = pool.n_submitted
         while True:
             left = ctx.remaining()
@@ -432,11 +463,15 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
 
     ctx.progress.start("gradcheck cells", trained)
     workers = gradcheck_workers(ctx.params.get("workers", 0), T, DM, R)
+    scheduler = ctx.options.get("scheduler")
+    executor = gradcheck_executor(ctx.params.get("executor", "auto"), scheduler)
     if ctx.params["algorithm"] == "naive":
         diffs_a = diffs_naive(m, m.A, delta, ctx)
         diffs_b = diffs_naive(m, m.B, delta, ctx)
+    elif executor == "dask":  # asked for: on the cluster's workers (`workers`, 0 = the pool's default)
+        diffs_a, diffs_b = diffs_fast_pooled(m, f, delta, ctx, ctx.params.get("workers", 0), executor, scheduler)
     elif workers > 1:
-        diffs_a, diffs_b = diffs_fast_pooled(m, f, delta, ctx, workers)
+        diffs_a, diffs_b = diffs_fast_pooled(m, f, delta, ctx, workers, executor)
     else:
         diffs_a = diffs_fast_a(m, f, delta, ctx)
         diffs_b = diffs_fast_b(m, f, delta, ctx)
@@ -500,4 +535,5 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
+    options=("scheduler",),
 )

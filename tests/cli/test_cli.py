@@ -69,7 +69,7 @@ def test_json_to_stdout_has_the_documented_schema(invoke):
     assert set(gate) >= {"name", "passed", "seconds", "params", "checks", "metrics"}
     assert gate["name"] == "lora" and gate["passed"] is True
     assert gate["params"] == {"T": 3, "DM": 6, "R": 2, "delta": 2097, "tol_permil": 70, "algorithm": "fast",
-                             "workers": 0}
+                             "workers": 0, "executor": "auto"}
     assert [c["name"] for c in gate["checks"]] == ["gradcheck A (lora)", "gradcheck B (lora)", "base W frozen"]
     assert all(set(c) == {"name", "passed", "detail"} for c in gate["checks"])
     m = gate["metrics"]

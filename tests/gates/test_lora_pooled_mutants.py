@@ -309,7 +309,8 @@ def test_params_without_workers_mean_auto(lora_params, monkeypatch):
     monkeypatch.setattr(cpus, "auto_workers", lambda: 2)
     pooled = []
     real = lora.diffs_fast_pooled
-    monkeypatch.setattr(lora, "diffs_fast_pooled", lambda m, f, d, c, w: pooled.append(w) or real(m, f, d, c, w))
+    monkeypatch.setattr(lora, "diffs_fast_pooled",
+                        lambda m, f, d, c, w, *how: pooled.append(w) or real(m, f, d, c, w, *how))
     out = lora.run(ctx(lora_params))
     assert pooled == [2]
     assert metrics_like_seed(out) == reference(3, 6, 2)
