@@ -322,3 +322,93 @@ def test_the_memory_estimate_without_workers_counts_auto(lora_params, monkeypatc
     monkeypatch.setattr(cpus, "auto_workers", lambda: 1024)
     with pytest.raises(ResourceError, match=r"lora at T=3 DM=6 R=2 needs about"):
         lora.validate(lora_params)  # auto: 1024 workers x 64 MiB of chunks
+
+
+# ---- the Dask wiring, without a cluster: a pool whose tasks see a pickled copy of the job, as Dask's do ----
+
+
+class CopyingPool(pool_module.WorkerPool):
+    """A thread pool with Dask's semantics: ``share`` hands the tasks a pickled copy of the object (its
+    arrays are not the gate's), and ``remote`` says so; what a task returns reaches ``on_result``."""
+
+    remote = True
+    made: list = []
+
+    def __init__(self, kind, n_workers=0, fault=None, scheduler=None):
+        super().__init__(n_workers or 2, fault)
+        CopyingPool.made.append((kind, n_workers, fault, scheduler))
+
+    def share(self, obj):
+        import pickle
+
+        return super().share(pickle.loads(pickle.dumps(obj)))
+
+
+def test_cells_come_back_from_workers_that_hold_a_copy_of_the_job(monkeypatch):
+    """On Dask a task fills its own copy of the result arrays and returns its cells, which land in the
+    gate's arrays; the gate's arrays start poisoned, so a cell that never came back cannot pass."""
+    CopyingPool.made = []
+    monkeypatch.setattr(pool_module, "make_pool", CopyingPool)
+    monkeypatch.setattr(lora, "diffs_fast_a", _no_fallback)
+    monkeypatch.setattr(lora, "diffs_fast_b", _no_fallback)
+    T, DM, R = 3, 7, 3
+    want_a, want_b = _expected_diffs(T, DM, R)
+    m = lora.init_model(T, DM, R)
+    diffs_a, diffs_b = lora.diffs_fast_pooled(m, lora.forward(m), 2097, RunContext(params={}), 2, "dask",
+                                              "tcp://127.0.0.1:1")
+    assert (diffs_a.reshape(-1).tolist(), diffs_b.reshape(-1).tolist()) == (want_a.tolist(), want_b.tolist())
+    assert CopyingPool.made == [("dask", 2, None, "tcp://127.0.0.1:1")]
+
+
+def test_a_copy_of_the_job_knows_it_is_one():
+    import pickle
+
+    job = _job(2, 5, 2)
+    copy = pickle.loads(pickle.dumps(job))
+    assert copy.remote is True and job.remote is False
+    assert np.array_equal(copy.m.W, job.m.W) and copy.delta == job.delta
+
+
+def test_cells_a_task_returns_them_only_from_a_copy():
+    handle_job = _job(2, 5, 3)
+    handle = pool_module.WorkerPool(2).share(handle_job)
+    assert lora._cells_a_task((handle, 1, 3), 0) is None and lora._cells_b_task((handle, 0, 2), 0) is None
+    handle_job.remote = True
+    assert lora._cells_a_task((handle, 1, 3), 0).tolist() == handle_job.out_a[:, 1:3].tolist()
+    assert lora._cells_b_task((handle, 0, 2), 0).tolist() == handle_job.out_b[0:2].tolist()
+
+
+@pytest.mark.parametrize("executor, scheduler, expected", [
+    ("auto", None, "process"), ("auto", "tcp://h:1", "dask"), ("dask", None, "dask"), ("dask", "tcp://h:1", "dask"),
+    ("thread", None, "thread"), ("process", None, "process")])
+def test_the_executor_auto_means_dask_given_a_scheduler(executor, scheduler, expected):
+    assert lora.gradcheck_executor(executor, scheduler) == expected
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_scheduler_with_a_local_executor_is_a_usage_error(executor):
+    from nxgates.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^a scheduler address applies to executor=dask, not executor={executor}$"):
+        lora.gradcheck_executor(executor, "tcp://h:1")
+
+
+@pytest.mark.parametrize("params, options, expected", [
+    ({"executor": "dask", "workers": 3}, {}, (3, "dask", None)),
+    ({"executor": "dask"}, {}, (0, "dask", None)),  # no `workers`: the pool's default, not auto's one process
+    ({}, {"scheduler": "tcp://h:1"}, (0, "dask", "tcp://h:1")),  # no `executor`: auto, and a scheduler
+    ({"executor": "thread", "workers": 2}, {}, (2, "thread")),
+    ({"executor": "process", "workers": 2}, {}, (2, "process")),
+])
+def test_the_gate_hands_the_cells_to_the_pool_it_was_asked_for(lora_params, monkeypatch, params, options, expected):
+    calls = []
+
+    def pooled(m, f, delta, run_ctx, workers, *how):
+        calls.append((workers, *how))
+        assert isinstance(m, lora.Model) and m.A.shape == (6, 2)
+        return lora.diffs_fast_a(m, f, delta, run_ctx), lora.diffs_fast_b(m, f, delta, run_ctx)
+
+    monkeypatch.setattr(lora, "diffs_fast_pooled", pooled)
+    out = lora.run(ctx({**lora_params, **params}, **options))
+    assert calls == [expected]
+    assert metrics_like_seed(out) == reference(3, 6, 2)
