@@ -235,6 +235,10 @@ class WorkerPool:
         """What the pool saw go wrong beyond the task records (e.g. a lost worker): lines and metrics."""
         return [], {}
 
+    def retire(self) -> None:
+        """No more tasks: the workers may start exiting while the caller finishes with their results, so
+        :meth:`close` later finds less to wait for. Tasks already submitted still run."""
+
     def close(self) -> None:
         """Stop the workers; joins them when nothing is in flight (a stuck task must not hang the exit)."""
         with self._cv:
@@ -324,6 +328,13 @@ class ProcessWorkerPool(WorkerPool):
         # the forking process's pid, read now: the process that imported this module may have forked since
         return ProcessPoolExecutor(max_workers=1, mp_context=self._mp, initializer=_quiet_worker,
                                    initargs=(os.getpid(),))
+
+    def retire(self) -> None:
+        """Each executor's manager thread stops its worker once the worker's queue is drained; a worker's exit
+        (unmapping what it touched) then overlaps the caller's last work instead of :meth:`close`."""
+        self.flush()  # queued tasks go over first: an executor that is shut down takes no more
+        for ex in self._executors:
+            ex.shutdown(wait=False)
 
     def close(self) -> None:
         """Stop the workers and see them exit, waiting at most :data:`CLOSE_SECONDS`. A worker still busy (a

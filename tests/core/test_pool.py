@@ -193,3 +193,24 @@ def test_closing_waits_a_bounded_time_for_an_executor_that_does_not_finish(monke
     while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(p.is_alive() for p in processes)
+
+
+def test_retired_workers_finish_their_tasks_then_exit_before_close():
+    """retire(): the tasks already submitted (even those still queued here) run, then each worker exits on
+    its own, so close() does not wait for the exits."""
+    pool = ProcessWorkerPool(2)
+    try:
+        for w in range(2):
+            pool.submit(noop, None, worker=w)
+        assert pool.wait(2, 10).reached  # both workers started
+        processes = [p for ex in pool._executors for p in ex._processes.values()]
+        for _ in range(4):
+            pool.submit(noop, None)  # queued, not yet handed over
+        pool.retire()
+        assert pool.wait(6, 10).reached
+        deadline = time.monotonic() + 5
+        while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not any(p.is_alive() for p in processes)
+    finally:
+        pool.close()
