@@ -102,7 +102,10 @@ class Job:
     w1_t: np.ndarray
     x: np.ndarray  #: (chunk, D): the inputs of the examples in the current chunk
     t: np.ndarray  #: (chunk, O)
-    outputs: list[np.ndarray]  #: two (chunk, NP): the parallel pass and its re-run
+    #: (chunk, NP) each: the parallel pass and its re-run. The re-run's is None where its tasks count their
+    #: differences (a local pool): nothing else reads a re-run row, so each worker writes its rows into one
+    #: private row of its own (:meth:`rerun_row`), still in its cache when it compares it
+    outputs: list[np.ndarray | None]
     fault: str | None
     serial: np.ndarray | None = None  #: (2, chunk, NP): the serial rows (double-buffered), for a local pool
     counted: np.ndarray | None = None  #: (2, chunk): differing cells a re-run task counted (T1, T3), or -1
@@ -115,6 +118,7 @@ class Job:
     shared_arena: Tape | None = None
     barrier: Any = None
     arenas: dict[int, Tape] = field(default_factory=dict)
+    rerun_rows: dict[int, np.ndarray] = field(default_factory=dict)
     first_done: set[int] = field(default_factory=set)
     evaluations: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -123,7 +127,7 @@ class Job:
         """What travels to a remote worker (dask): weights, inputs and faults; the output arrays only where
         they are host memory the worker maps (a path, not bytes), else its tasks return their rows; never
         this process's lock and per-worker state."""
-        state = dict(self.__dict__, outputs=self.outputs if self.rows_shared else None, arenas={},
+        state = dict(self.__dict__, outputs=self.outputs if self.rows_shared else None, arenas={}, rerun_rows={},
                      first_done=set(), evaluations={}, remote=not self.rows_shared)
         del state["lock"]
         return state
@@ -142,6 +146,13 @@ class Job:
         if tape is None:
             tape = self.arenas[worker] = Tape(self.dims.arena)
         return tape
+
+    def rerun_row(self, worker: int) -> np.ndarray:
+        """The row a worker's re-run tasks write in turn (where ``outputs[1]`` is None)."""
+        row = self.rerun_rows.get(worker)
+        if row is None:
+            row = self.rerun_rows[worker] = np.empty(self.dims.n_params, F32)
+        return row
 
     def drift(self, b: int) -> int:
         """0 unless the nondeterministic fault is on: then example 1 drifts with each evaluation here."""
@@ -164,7 +175,10 @@ def prepare_task(handle: int, worker: int) -> None:
     job = resolve(handle)
     job.arena(worker)
     for g in job.outputs:
-        g[worker :: job.n_workers, ::1024] = np.nan  # the rows dealt to this worker
+        if g is not None:
+            g[worker :: job.n_workers, ::1024] = np.nan  # the rows dealt to this worker
+    if job.outputs[1] is None:
+        job.rerun_row(worker)[::1024] = np.nan
 
 
 def run_task(ctx: tuple[Any, int, int, int, int], worker: int) -> np.ndarray | None:
@@ -180,7 +194,7 @@ def run_task(ctx: tuple[Any, int, int, int, int], worker: int) -> np.ndarray | N
     """
     handle, which, slot, b, half = ctx
     job = resolve(handle)
-    row = job.outputs[which][slot]
+    row = job.rerun_row(worker) if job.outputs[which] is None else job.outputs[which][slot]
     if job.inputs_by_index:
         x, t = (a[0] for a in init_examples(job.dims, b, b + 1))
     else:
@@ -286,15 +300,21 @@ class Tally:
     serial_seconds: float = 0.0
     parallel_seconds: float = 0.0
 
-    def fold(self, first: int, serial: np.ndarray, parallel: np.ndarray, rerun: np.ndarray,
+    def fold(self, first: int, serial: np.ndarray, parallel: np.ndarray, rerun: np.ndarray | None,
              saved: np.ndarray | None, counted: np.ndarray | None = None) -> None:
         """A chunk's comparisons (its serial rows went into ``sha`` and ``nonzero`` as the serial pass made
         them). ``counted``: the (2, chunk) differing cells the tasks counted, -1 where they did not (a task
-        lost, rows returned from elsewhere): those rows are compared here."""
+        lost, rows returned from elsewhere): those rows are compared here. ``rerun`` None: the re-run's rows
+        were private to its tasks, so only their counts exist; a re-run task that did not count never
+        completed, and T3 fails on the pool's records."""
         t1 = count_differing(serial, parallel, None if counted is None else counted[0])
         self.mismatches += int(t1.sum())
         self.bad_rows += [(first + int(r), int(t1[r])) for r in np.flatnonzero(t1)]
-        self.rerun_mismatches += int(count_differing(parallel, rerun, None if counted is None else counted[1]).sum())
+        if rerun is None:
+            self.rerun_mismatches += int(counted[1][counted[1] > 0].sum())
+        else:
+            self.rerun_mismatches += int(count_differing(parallel, rerun,
+                                                         None if counted is None else counted[1]).sum())
         if saved is not None:
             self.file_mismatches += compare_bits(serial, saved, count_nonzero=False).mismatches
 
@@ -312,7 +332,8 @@ def _run(ctx: RunContext, pool: WorkerPool, dims: Dims, B: int, compare: GradRea
     # a remote pool's workers on this host write their rows straight into host memory, as forked ones do
     shared_rows = not pool.remote or getattr(pool, "same_host", False)
     rows_array = pool.common_array if pool.remote and shared_rows else pool.array
-    outputs = [rows_array((chunk, NP)) for _ in range(2)]
+    # the re-run's rows: only where the gate compares them (a cluster's tasks do not count, see run_task)
+    outputs = [rows_array((chunk, NP)), rows_array((chunk, NP)) if pool.remote else None]
     job = Job(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
               pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers,
               inputs_by_index=pool.remote)
@@ -440,9 +461,14 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
     thread (numpy and hashlib release the GIL): each serial row is hashed (and its non-zero cells counted) as
     soon as it is made, while the next example is computed, and a chunk's fold (the tasks' counts, rows no
     task counted, save, T4) runs during the next chunk's serial pass. The thread takes its work in order, so
-    the digest is the rows' in example order. The serial rows are double-buffered for that; the fold is
-    joined before the parallel rows are overwritten. The bit comparisons themselves are done by the re-run's
-    tasks (:func:`run_task`): the helper's SHA-256 alone nearly fills the serial pass.
+    the digest is the rows' in example order. The bit comparisons themselves are done by the re-run's tasks
+    (:func:`run_task`): the helper's SHA-256 alone nearly fills the serial pass.
+
+    The SHA-256 is a chain, on one core, and about as slow as the serial pass: so a chunk's hashing may run
+    on into the next chunk's serial pass (the serial rows are double-buffered for that), and it pauses while
+    the workers have both cores (``cores_free``), so the parallel passes are timed alone. Joining the previous
+    chunk's fold before a parallel pass (its parallel rows are about to be overwritten) also joins the hashing
+    queued before it, so a serial buffer is hashed before it is written again.
     """
     dims = job.dims
     tally = Tally()
@@ -452,6 +478,8 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
     folding: Future | None = None
     hashing: Future | None = None
+    cores_free = threading.Event()  # cleared while the workers run a pass: the helper's hashing waits
+    cores_free.set()
     with ThreadPoolExecutor(1, thread_name_prefix="nxgates-fold") as folder:
         try:
             for k, first in enumerate(range(0, B, chunk)):
@@ -464,26 +492,25 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                     example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], rows[slot],
                                   drift=job.drift(b), w1_t=job.w1_t)
                     if OVERLAP_FOLD:
-                        hashing = folder.submit(tally.take_serial_rows, rows[slot])
+                        hashing = folder.submit(_take_when_free, tally, rows[slot], cores_free)
                     else:
                         tally.take_serial_rows(rows[slot])
                     ctx.progress.advance()
                     ctx.check_time()
                 tally.serial_seconds += time.perf_counter() - t0
                 if folding is not None:
-                    folding.result()  # the previous chunk's fold, before its parallel rows are overwritten
+                    folding.result()  # the previous chunk's fold (and hashing), before its rows are overwritten
                     folding = None
-                if hashing is not None:
-                    hashing.result()  # the helper idle before the workers start: they want both cores
-                    hashing = None
                 pool_ready()  # the workers' start-up, before their first task of a pass
-                for g in job.outputs:
+                for g in (g for g in job.outputs if g is not None):
                     g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row from an earlier chunk
                 if job.counted is not None:
                     job.counted[:, :n] = -1  # nor its count: the fold compares what no task counted
                 back = (None, None) if job.rows_shared else job.outputs  # where returned rows land
+                cores_free.clear()
                 first_pass = parallel_pass(ctx, pool, handle, 0, examples, k % 2, back[0])
                 rerun = parallel_pass(ctx, pool, handle, 1, examples, k % 2, back[1])
+                cores_free.set()
                 tally.records += first_pass.records
                 tally.records2 += rerun.records
                 tally.waited, tally.waited2 = first_pass.waited, rerun.waited
@@ -496,13 +523,23 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                     folding = folder.submit(_fold, tally, first, rows, job, compare, saved, save)
                 else:
                     _fold(tally, first, rows, job, compare, saved, save)
-            if folding is not None:
-                folding.result()
+            pool.retire()  # no more tasks: the workers exit beside the last fold and hashing
+            for pending in (folding, hashing):  # the last chunk's fold, or after a timeout its hashing
+                if pending is not None:
+                    pending.result()
         finally:
-            if folding is not None:
-                folding.cancel()
+            cores_free.set()  # a paused helper must finish (or see its work cancelled) before the pool closes
+            for pending in (folding, hashing):
+                if pending is not None:
+                    pending.cancel()
     ctx.progress.stop()
     return tally
+
+
+def _take_when_free(tally: Tally, row: np.ndarray, cores_free: threading.Event) -> None:
+    """Hash a serial row on the helper thread once the workers are not running a pass."""
+    cores_free.wait()
+    tally.take_serial_rows(row)
 
 
 def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradReader | None,
@@ -512,7 +549,8 @@ def _fold(tally: Tally, first: int, rows: np.ndarray, job: Job, compare: GradRea
     if compare is not None:
         compare.read(first, saved[:n])
     counted = None if job.counted is None else job.counted[:, :n]
-    tally.fold(first, rows, job.outputs[0][:n], job.outputs[1][:n], None if saved is None else saved[:n], counted)
+    rerun = None if job.outputs[1] is None else job.outputs[1][:n]
+    tally.fold(first, rows, job.outputs[0][:n], rerun, None if saved is None else saved[:n], counted)
     if save is not None:
         save.write(rows)
 

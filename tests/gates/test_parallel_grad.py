@@ -1,5 +1,7 @@
 """The parallel-grad gate: the seed's lines, T1-T4, every executor, and no flakes."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -242,6 +244,54 @@ def test_folding_beside_the_next_serial_pass_gives_the_same_tally(monkeypatch, t
     assert runs[True][0]["grads_sha256"] == PINNED_DIGESTS[(64, 33, 10, 13)]
 
 
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_slow_hash_lags_into_the_next_chunk_and_still_hashes_every_row_in_order(monkeypatch, executor):
+    """At large sizes the SHA-256 is as slow as the serial pass, so a chunk's hashing runs on into the next
+    chunk's serial pass. Here it is far slower: a serial buffer written again before its rows were hashed,
+    or rows hashed out of order, would change the digest."""
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    real = pg.Tally.take_serial_rows
+
+    def slow(self, rows):
+        time.sleep(0.004)
+        real(self, rows)
+
+    monkeypatch.setattr(pg.Tally, "take_serial_rows", slow)
+    out = pg.run(ctx({**SEED, "D": 64, "H": 33, "O": 10, "B": 13, "executor": executor}))
+    assert all(by_name(out).values())
+    assert out.metrics["grads_sha256"] == PINNED_DIGESTS[(64, 33, 10, 13)]
+
+
+def test_hashing_waits_while_the_workers_run_a_pass(monkeypatch):
+    """The helper's hashing pauses during a parallel pass (the workers have both cores, and the pass is timed
+    alone): at most the row it was already hashing when the pass began completes during the pass."""
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    hashed = []
+    real_take = pg.Tally.take_serial_rows
+
+    def slow_take(self, rows):
+        time.sleep(0.003)  # slower than the serial pass: rows queue up for the helper
+        real_take(self, rows)
+        hashed.append(1)
+
+    real_pass = pg.parallel_pass
+    during = []
+
+    def watched_pass(*args, **kwargs):
+        before = len(hashed)
+        time.sleep(0.02)  # time enough for a helper that does not pause to hash a few queued rows
+        result = real_pass(*args, **kwargs)
+        during.append(len(hashed) - before)
+        return result
+
+    monkeypatch.setattr(pg.Tally, "take_serial_rows", slow_take)
+    monkeypatch.setattr(pg, "parallel_pass", watched_pass)
+    out = pg.run(ctx({**SEED, "D": 64, "H": 33, "O": 10, "B": 13}))
+    assert out.metrics["grads_sha256"] == PINNED_DIGESTS[(64, 33, 10, 13)]
+    assert len(hashed) == 13 and len(during) == 14  # 7 chunks, two passes each
+    assert max(during) <= 1, during
+
+
 def test_a_fault_in_a_late_chunk_is_caught_with_the_overlapped_fold(monkeypatch):
     """The nondeterministic fault drifts example 1; with 2-example chunks the shared-arena fault and a
     dropped task land in the first chunks, folded on the helper thread while later chunks run."""
@@ -292,7 +342,7 @@ def test_rows_a_task_did_not_count_are_compared_by_the_gate():
 def test_the_tasks_count_every_row_and_the_gate_compares_none(monkeypatch, executor):
     """Where workers map the serial rows, the re-run's tasks count T1 and T3 for their rows: the fold gets
     a count for every row (from the workers' processes too), so the gate's helper thread has only the digest
-    to do."""
+    to do. T3's counts are all there is: the re-run's rows stay private to the workers."""
     seen = []
     real = pg.count_differing
 
@@ -304,7 +354,7 @@ def test_the_tasks_count_every_row_and_the_gate_compares_none(monkeypatch, execu
     monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
     out = pg.run(ctx({**SEED, "B": 9, "executor": executor}, fault="nondeterministic"))
     assert by_name(out)[pg.T3] is False and out.metrics["rerun_bit_mismatches"] > 0  # caught from the counts
-    assert len(seen) == 2 * 5 and all(c is not None and (c >= 0).all() for c in seen)  # T1 and T3, 5 chunks
+    assert len(seen) == 5 and all(c is not None and (c >= 0).all() for c in seen)  # T1's, 5 chunks
 
 
 def test_a_parallel_path_wrong_the_same_way_twice_fails_t1_and_passes_t3(monkeypatch):
@@ -321,3 +371,25 @@ def test_a_parallel_path_wrong_the_same_way_twice_fails_t1_and_passes_t3(monkeyp
     out = pg.run(ctx(SEED))
     assert by_name(out) == {pg.T1: False, pg.T2: True, pg.T3: True}
     assert out.metrics["bit_mismatches"] == 8 and out.metrics["rerun_bit_mismatches"] == 0
+
+
+_REAL_RUN_TASK = pg.run_task
+
+
+def _rerun_of_example_5_fails(task_ctx, worker):
+    """Module level: a forked worker's task is pickled by name."""
+    _, which, _, b, _ = task_ctx
+    if which == 1 and b == 5:
+        raise RuntimeError("lost before counting")
+    return _REAL_RUN_TASK(task_ctx, worker)
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_rerun_task_that_fails_before_counting_fails_t3(monkeypatch, executor):
+    """A re-run's row is private to its task, so a task that never counted leaves nothing to compare: T3
+    must still fail (on the pool's record of the task), not pass on a count of zero."""
+    monkeypatch.setattr(pg, "run_task", _rerun_of_example_5_fails)
+    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    out = pg.run(ctx({**SEED, "B": 9, "executor": executor}))
+    assert by_name(out)[pg.T3] is False
+    assert by_name(out)[pg.T1] is True  # the first pass was counted by the gate (no task counted it)
