@@ -431,8 +431,19 @@ def validate(p: dict) -> None:
     T, DM, R = p["T"], p["DM"], p["R"]
     tensors = T * DM + DM * DM + 2 * DM * R  # x, W, A, B
     workers = gradcheck_workers(p.get("workers", 0), T, DM, R)
-    work = 12 * T * DM + 4 * T * R + workers * (1 << 23)  # forward/backward temporaries, fixed-size chunks
+    work = 12 * T * DM + 4 * T * R + workers * chunk_elements(T, DM, R)  # forward/backward, each worker's chunks
     require(8 * (3 * tensors + work), f"lora at T={T} DM={DM} R={R}")
+
+
+def chunk_elements(T: int, DM: int, R: int) -> int:
+    """int64 elements a gradcheck worker's chunk temporaries hold at once: the moves of h (a few arrays of
+    ``(rows, R, T)``) and the guarded path's ``(rows, R, T, DM)`` blocks (about four alive). The chunk sizes
+    cap them at large sizes (64 MiB); small models need only what their sizes give, so a tight memory limit
+    does not refuse the seed's size."""
+    block = R * T * DM  # one row of A's guarded block
+    rows = min(DM, max(1, CHECKED_ELEMENTS // max(1, block)))
+    move_rows = min(DM, max(1, MOVES_ELEMENTS // max(1, R * T)))
+    return 4 * rows * block + 3 * move_rows * R * T
 
 
 def run(ctx: RunContext) -> GateOutput:

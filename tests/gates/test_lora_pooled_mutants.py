@@ -200,9 +200,10 @@ def test_auto_forks_from_exactly_the_documented_work_up(monkeypatch):
 
 def test_the_memory_estimate_counts_the_requested_workers(lora_params, monkeypatch):
     monkeypatch.setattr(memory, "available_bytes", lambda: 4 << 30)  # a 2 GiB budget
-    lora.validate({**lora_params, "workers": 1})
-    with pytest.raises(ResourceError, match=r"lora at T=3 DM=6 R=2 needs about"):
-        lora.validate({**lora_params, "workers": 1024})  # 1024 workers x 64 MiB of chunks
+    large = {**lora_params, "T": 16, "DM": 256, "R": 8}
+    lora.validate({**large, "workers": 1})
+    with pytest.raises(ResourceError, match=r"lora at T=16 DM=256 R=8 needs about"):
+        lora.validate({**large, "workers": 1024})  # 1024 workers x 64 MiB of chunks
 
 
 # ---- the proven (unchecked, in-place) path of A, and what the report counts -----------------------------
@@ -320,8 +321,8 @@ def test_the_memory_estimate_without_workers_counts_auto(lora_params, monkeypatc
     monkeypatch.setattr(memory, "available_bytes", lambda: 4 << 30)  # a 2 GiB budget
     monkeypatch.setattr(lora, "AUTO_POOL_WORK", 1)
     monkeypatch.setattr(cpus, "auto_workers", lambda: 1024)
-    with pytest.raises(ResourceError, match=r"lora at T=3 DM=6 R=2 needs about"):
-        lora.validate(lora_params)  # auto: 1024 workers x 64 MiB of chunks
+    with pytest.raises(ResourceError, match=r"lora at T=16 DM=256 R=8 needs about"):
+        lora.validate({**lora_params, "T": 16, "DM": 256, "R": 8})  # auto: 1024 workers x 64 MiB of chunks
 
 
 # ---- the Dask wiring, without a cluster: a pool whose tasks see a pickled copy of the job, as Dask's do ----
