@@ -283,6 +283,7 @@ class ProcessWorkerPool(WorkerPool):
         _watch_manager_threads()
         super().__init__(n_workers, fault)
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord]]] = {}
+        self._retired: tuple[list, list] = ([], [])  #: the workers and manager threads retire() let go
         self._pending: dict[Future, tuple[int, list]] = {}  #: batches handed over and not yet delivered
 
     def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
@@ -333,8 +334,15 @@ class ProcessWorkerPool(WorkerPool):
         """Each executor's manager thread stops its worker once the worker's queue is drained; a worker's exit
         (unmapping what it touched) then overlaps the caller's last work instead of :meth:`close`."""
         self.flush()  # queued tasks go over first: an executor that is shut down takes no more
+        self._retired = self._workers()  # shutdown() forgets them; close() must still join or terminate them
         for ex in self._executors:
             ex.shutdown(wait=False)
+
+    def _workers(self) -> tuple[list, list]:
+        """The executors' worker processes and manager threads (empty once an executor is shut down)."""
+        processes = [p for ex in self._executors for p in (getattr(ex, "_processes", None) or {}).values()]
+        managers = [getattr(ex, "_executor_manager_thread", None) for ex in self._executors]
+        return processes, managers
 
     def close(self) -> None:
         """Stop the workers and see them exit, waiting at most :data:`CLOSE_SECONDS`. A worker still busy (a
@@ -345,8 +353,7 @@ class ProcessWorkerPool(WorkerPool):
         joins it without a limit)."""
         with self._cv:
             busy = self._in_flight > 0
-        processes = [p for ex in self._executors for p in (getattr(ex, "_processes", None) or {}).values()]
-        managers = [getattr(ex, "_executor_manager_thread", None) for ex in self._executors]
+        processes, managers = (a + b for a, b in zip(self._workers(), self._retired, strict=True))
         for ex in self._executors:
             ex.shutdown(wait=False, cancel_futures=True)  # each manager thread stops its worker and reaps it
         self._forget_shared()

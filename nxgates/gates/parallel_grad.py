@@ -523,7 +523,8 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                     folding = folder.submit(_fold, tally, first, rows, job, compare, saved, save)
                 else:
                     _fold(tally, first, rows, job, compare, saved, save)
-            pool.retire()  # no more tasks: the workers exit beside the last fold and hashing
+            else:  # every chunk done (not after a timeout, whose stuck tasks close() terminates)
+                pool.retire()  # no more tasks: the workers exit beside the last fold and hashing
             for pending in (folding, hashing):  # the last chunk's fold, or after a timeout its hashing
                 if pending is not None:
                     pending.result()

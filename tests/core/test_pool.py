@@ -214,3 +214,25 @@ def test_retired_workers_finish_their_tasks_then_exit_before_close():
         assert not any(p.is_alive() for p in processes)
     finally:
         pool.close()
+
+
+def sleepy(seconds, worker):
+    time.sleep(seconds)
+
+
+def test_close_after_retire_still_terminates_a_stuck_worker():
+    """retire() shuts the executors down, and a shut-down executor forgets its processes: close() must
+    still find a worker stuck in a task, and terminate it, not leave it running."""
+    pool = ProcessWorkerPool(2)
+    for w in range(2):
+        pool.submit(noop, None, worker=w)
+    assert pool.wait(2, 10).reached
+    processes = [p for ex in pool._executors for p in ex._processes.values()]
+    pool.submit(sleepy, 60, worker=0)
+    pool.retire()
+    time.sleep(0.2)  # the task has started
+    pool.close()
+    deadline = time.monotonic() + 5
+    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(p.is_alive() for p in processes)
