@@ -353,7 +353,8 @@ class ProcessWorkerPool(WorkerPool):
         joins it without a limit)."""
         with self._cv:
             busy = self._in_flight > 0
-        processes, managers = (a + b for a, b in zip(self._workers(), self._retired, strict=True))
+        processes, managers = self._workers()
+        processes, managers = processes + self._retired[0], managers + self._retired[1]
         for ex in self._executors:
             ex.shutdown(wait=False, cancel_futures=True)  # each manager thread stops its worker and reaps it
         self._forget_shared()

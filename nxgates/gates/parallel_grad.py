@@ -502,8 +502,9 @@ def _stream(ctx: RunContext, pool: WorkerPool, handle: int, job: Job, B: int, ch
                     folding.result()  # the previous chunk's fold (and hashing), before its rows are overwritten
                     folding = None
                 pool_ready()  # the workers' start-up, before their first task of a pass
-                for g in (g for g in job.outputs if g is not None):
-                    g[:n, 0] = np.nan  # a task that never ran cannot leave a matching row from an earlier chunk
+                for g in job.outputs:
+                    if g is not None:  # a task that never ran cannot leave a matching row from an earlier chunk
+                        g[:n, 0] = np.nan
                 if job.counted is not None:
                     job.counted[:, :n] = -1  # nor its count: the fold compares what no task counted
                 back = (None, None) if job.rows_shared else job.outputs  # where returned rows land

@@ -105,6 +105,23 @@ def _sleep(ctx, worker):
     time.sleep(ctx)
 
 
+def all_exited(processes, seconds=5.0) -> bool:
+    """The executor's manager thread reaps the workers too: while it holds a reaped pid without its exit code,
+    is_alive() still says True, so the observation gets a deadline (an unterminated sleeper lives for 60 s)."""
+    deadline = time.monotonic() + seconds
+    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not any(p.is_alive() for p in processes)
+
+
+def started_workers(pool):
+    """Start each worker of a process pool (a task on each) and return its processes."""
+    for w in range(pool.n_workers):
+        pool.submit(noop, None, worker=w)
+    assert pool.wait(pool.n_completed() + pool.n_workers, 10).reached
+    return [p for ex in pool._executors for p in ex._processes.values()]
+
+
 def test_closing_a_busy_process_pool_terminates_its_workers():
     """A run that gives up on a stuck task must not leave a worker behind (the script may os._exit)."""
     pool = ProcessWorkerPool(2)
@@ -114,22 +131,14 @@ def test_closing_a_busy_process_pool_terminates_its_workers():
     processes = list(pool._executors[0]._processes.values())
     assert processes and all(p.is_alive() for p in processes)
     pool.close()
-    # the executor's manager thread reaps the workers too: while it holds a reaped pid without its exit code,
-    # is_alive() still says True, so give the observation a deadline (an unterminated sleeper lives for 60 s)
-    deadline = time.monotonic() + 5
-    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(p.is_alive() for p in processes)
+    assert all_exited(processes)
 
 
 @pytest.mark.parametrize("n_workers", [1, 3])
 def test_closing_an_idle_process_pool_waits_for_every_worker_to_exit(n_workers):
     """close() waits for each worker to exit: none is left running or unreaped."""
     pool = ProcessWorkerPool(n_workers)
-    for w in range(n_workers):
-        pool.submit(noop, None, worker=w)
-    assert pool.wait(n_workers, 10).reached
-    processes = [p for ex in pool._executors for p in ex._processes.values()]
+    processes = started_workers(pool)
     pool.close()
     assert len(processes) == n_workers and [p.exitcode for p in processes] == [0] * n_workers
 
@@ -182,17 +191,11 @@ def test_closing_waits_a_bounded_time_for_an_executor_that_does_not_finish(monke
     monkeypatch.setattr(process._ExecutorManagerThread, "join_executor_internals", stuck)
     monkeypatch.setattr(pool_module, "CLOSE_SECONDS", 0.3)
     pool = ProcessWorkerPool(2)
-    for w in range(2):
-        pool.submit(noop, None, worker=w)
-    assert pool.wait(2, 10).reached
-    processes = [p for ex in pool._executors for p in ex._processes.values()]
+    processes = started_workers(pool)
     t0 = time.monotonic()
     pool.close()
     assert time.monotonic() - t0 < 2.5
-    deadline = time.monotonic() + 5  # as above: the manager thread may hold a reaped pid for a moment
-    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(p.is_alive() for p in processes)
+    assert all_exited(processes)
 
 
 def test_retired_workers_finish_their_tasks_then_exit_before_close():
@@ -200,39 +203,23 @@ def test_retired_workers_finish_their_tasks_then_exit_before_close():
     its own, so close() does not wait for the exits."""
     pool = ProcessWorkerPool(2)
     try:
-        for w in range(2):
-            pool.submit(noop, None, worker=w)
-        assert pool.wait(2, 10).reached  # both workers started
-        processes = [p for ex in pool._executors for p in ex._processes.values()]
+        processes = started_workers(pool)
         for _ in range(4):
             pool.submit(noop, None)  # queued, not yet handed over
         pool.retire()
         assert pool.wait(6, 10).reached
-        deadline = time.monotonic() + 5
-        while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not any(p.is_alive() for p in processes)
+        assert all_exited(processes)
     finally:
         pool.close()
-
-
-def sleepy(seconds, worker):
-    time.sleep(seconds)
 
 
 def test_close_after_retire_still_terminates_a_stuck_worker():
     """retire() shuts the executors down, and a shut-down executor forgets its processes: close() must
     still find a worker stuck in a task, and terminate it, not leave it running."""
     pool = ProcessWorkerPool(2)
-    for w in range(2):
-        pool.submit(noop, None, worker=w)
-    assert pool.wait(2, 10).reached
-    processes = [p for ex in pool._executors for p in ex._processes.values()]
-    pool.submit(sleepy, 60, worker=0)
+    processes = started_workers(pool)
+    pool.submit(_sleep, 60.0, worker=0)
     pool.retire()
     time.sleep(0.2)  # the task has started
     pool.close()
-    deadline = time.monotonic() + 5
-    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(p.is_alive() for p in processes)
+    assert all_exited(processes)
