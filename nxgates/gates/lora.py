@@ -12,7 +12,8 @@ Two gradcheck algorithms give the same integers:
   ``h[t,k]*B[k,j]``; moving ``B[k,j]`` moves only column j. Keeping the unrounded sums and re-applying the
   same truncating division reproduces every rounding of the naive path, in O(T*DM) per perturbation.
   Row t of the moved loss depends on the cell (i, k) only through how far ``h[t,k]`` moves, and cells
-  share few distinct moves (``x[t,i]*delta/S``, rounded): each is evaluated once (:func:`_moved_a_unchecked`).
+  share few distinct moves (``+-x[t,i]*delta/S``, rounded): each is evaluated once, in blocks of whole-array
+  operations (:func:`_moved_a_unchecked`).
 """
 
 from __future__ import annotations
@@ -230,6 +231,8 @@ def diffs_fast_a(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarra
 MOVES_ELEMENTS = 1 << 20
 #: the guarded path's (rows, R, T, DM) temporaries hold about this many int64 each
 CHECKED_ELEMENTS = 1 << 21
+#: the proven path's blocks of moved rows of y hold about this many int64 (512 KiB: they stay in cache)
+MOVED_ELEMENTS = 1 << 16
 
 
 def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, tick: Callable[[int], Any]) -> None:
@@ -243,18 +246,21 @@ def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, t
     R = len(columns)
     B, out = m.B[ks], out[:, ks]
     xt = m.x.T  # (DM, T)
-    sum_abs_y = sum(abs(v) for v in f.y.ravel().tolist())  # exact, for the a-priori proof
+    sum_abs_y = _sum_abs(f.y)  # exact, for the a-priori proof
     step = max(1, MOVES_ELEMENTS // max(1, R * T))
     for i0 in range(0, DM, step):
         i1 = min(DM, i0 + step)
-        shift = q20.mul(xt[i0:i1, None, :], delta, "x * delta")  # (ci, 1, T)
-        # how far h[:, k] moves when A[i, k] moves by +delta and by -delta: (ci, R, T)
-        dhs = [tdiv(q20.add(f.acc_h.T[None, ks], sign * shift, "x@A +- x*delta"), S) - f.h.T[None, ks]
-               for sign in (1, -1)]
-        if _proven_a(m, f, dhs, sum_abs_y):
-            _moved_a_unchecked(f, B, dhs[0], dhs[1], out[i0:i1])
+        shift = q20.mul(xt[i0:i1], delta, "x * delta")  # (ci, T)
+        # the moves of h[t, k] that the cells (i, k) make: one per distinct value of +-x[t, i] * delta
+        values, where_plus, where_minus = _distinct_shifts(shift)
+        moves = tdiv(q20.add(f.acc_h.T[ks, :, None], values[None], "x@A +- x*delta"), S) - f.h.T[ks, :, None]
+        if _proven_a(m, f, [moves], sum_abs_y):
+            _moved_a_unchecked(f, B, moves, where_plus, where_minus, out[i0:i1])
             tick((i1 - i0) * R)
             continue
+        # how far h[:, k] moves when A[i, k] moves by +delta and by -delta, cell by cell: (ci, R, T)
+        dhs = [tdiv(q20.add(f.acc_h.T[None, ks], sign * shift[:, None, :], "x@A +- x*delta"), S) - f.h.T[None, ks]
+               for sign in (1, -1)]
         sub = max(1, CHECKED_ELEMENTS // max(1, R * T * DM))
         for j0 in range(i0, i1, sub):
             j1 = min(i1, j0 + sub)
@@ -267,25 +273,62 @@ def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, t
             tick((j1 - j0) * R)
 
 
-def _moved_a_unchecked(f: Forward, B: np.ndarray, dh_plus: np.ndarray, dh_minus: np.ndarray, out: np.ndarray) -> None:
-    """``L(+delta) - L(-delta)`` per cell (i, k), each moved loss summed row by row of y.
+def _sum_abs(y: np.ndarray) -> int:
+    """``sum |y|`` as an exact Python int: in int64 where it provably fits, else in Python ints."""
+    if q20.max_abs(y) * y.size < q20.LIMIT:
+        return int(np.abs(y).sum())
+    return sum(abs(v) for v in y.ravel().tolist())
 
-    Moving ``A[i, k]`` moves ``h[t, k]`` by ``a = dh[i, k, t]``, and row t of the moved loss is
-    ``G(k, t, a) = sum_j (xw[t, j] + tdiv(acc_y[t, j] + a * B[k, j], S))^2``: the cell enters only through
-    a. Cells share few distinct moves (``x[t, i] * delta / S``, rounded; the seed's x takes 11 values), so G
-    is evaluated once per distinct (k, t, a) and gathered: the same integers as the seed's whole forwards,
-    at a fraction of the work. :func:`_proven_a` has shown that nothing here leaves int64: every G is a
-    partial sum of a moved loss ``L(+-delta)``, which is below ``q20.SQUARES_LIMIT``.
+
+def _distinct_shifts(shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per t, the distinct values of ``+-shift[i, t]`` (``shift = x * delta`` of a chunk's rows i, (ci, T)):
+    ``values`` (T, V), padded with repeats, and where ``+shift[i, t]`` and ``-shift[i, t]`` sit in them,
+    (T, ci) each. The seed's x takes 11 values, symmetric about 0, so V is 11 whatever the size."""
+    ci, T = shift.shape
+    rows, where_plus, where_minus = [], np.empty((T, ci), np.intp), np.empty((T, ci), np.intp)
+    for t in range(T):
+        row = np.unique(np.concatenate([shift[:, t], -shift[:, t]]))
+        where_plus[t] = np.searchsorted(row, shift[:, t])
+        where_minus[t] = np.searchsorted(row, -shift[:, t])
+        rows.append(row)
+    V = max(len(row) for row in rows)
+    return np.array([np.pad(row, (0, V - len(row)), mode="edge") for row in rows]), where_plus, where_minus
+
+
+def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus: np.ndarray,
+                       where_minus: np.ndarray, out: np.ndarray) -> None:
+    """``L(+delta) - L(-delta)`` per cell (i, k) of a chunk of rows i, each moved loss summed row by row of y.
+
+    Moving ``A[i, k]`` by ``+-delta`` moves ``h[t, k]`` by ``a = tdiv(acc_h[t, k] +- x[t, i] * delta, S) -
+    h[t, k]``, and row t of the moved loss is ``G(k, t, a) = sum_j (xw[t, j] + tdiv(acc_y[t, j] + a * B[k, j],
+    S))^2``: the cell enters only through the value of ``+-x[t, i] * delta``. Cells share few of them (the
+    seed's x takes 11 values, and ``-x`` moves as ``x`` does with the other sign), so G is evaluated once per
+    (k, t, distinct value), in cache-sized blocks of whole numpy operations, and gathered: the same integers
+    as the seed's whole forwards, at a fraction of the work. ``moves`` (R, T, V) holds each distinct move of h,
+    ``where_plus``/``where_minus`` (T, ci) which one each cell makes (see :func:`_distinct_shifts`).
+    :func:`_proven_a` has shown that nothing here leaves int64: every G is a partial sum of a moved loss
+    ``L(+-delta)``, which is below ``q20.SQUARES_LIMIT``.
     """
-    ci, R, T = dh_plus.shape
-    for k in range(R):
-        losses = np.zeros((2, ci), np.int64)  # L(+delta), L(-delta) of the cells (i, k)
-        for t in range(T):
-            moves, where = np.unique(np.stack([dh_plus[:, k, t], dh_minus[:, k, t]]), return_inverse=True)
-            y = f.acc_y[t] + moves[:, None] * B[k]  # h@B moved, one row per distinct move
-            y = f.xw[t] + tdiv(y, S)
-            losses += (y * y).sum(axis=1)[where.reshape(2, ci)]
-        out[:, k] = losses[0] - losses[1]
+    R, T, V = moves.shape
+    DM = B.shape[1]
+    ci = where_plus.shape[1]
+    t_step = max(1, min(T, MOVED_ELEMENTS // (V * DM)))
+    k_step = max(1, MOVED_ELEMENTS // (t_step * V * DM)) if t_step == T else 1
+    losses = np.zeros((2, R, ci), np.int64)  # L(+delta), L(-delta) of the cells (i, k)
+    for k0 in range(0, R, k_step):
+        ks = slice(k0, min(R, k0 + k_step))
+        for t0 in range(0, T, t_step):
+            ts = slice(t0, min(T, t0 + t_step))
+            y = moves[ks, ts, :, None] * B[ks, None, None, :]  # (k, t, V, DM): h@B moved
+            y += f.acc_y[None, ts, None, :]
+            y += (y >> 63) & (S - 1)  # tdiv(y, S) in place: round negatives up, then shift
+            y >>= S.bit_length() - 1
+            y += f.xw[None, ts, None, :]
+            g = np.einsum("ktvj,ktvj->ktv", y, y)  # G(k, t, a), once per distinct move a
+            rows = np.arange(ts.stop - ts.start)[:, None]
+            losses[0, ks] += g[:, rows, where_plus[ts]].sum(axis=1)
+            losses[1, ks] += g[:, rows, where_minus[ts]].sum(axis=1)
+    out[...] = (losses[0] - losses[1]).T
 
 
 def diffs_fast_b(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
@@ -309,9 +352,9 @@ def cells_b(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray) -> N
 # ---- the fast gradcheck's cells split over a worker pool -------------------------------------------------
 
 #: ``workers=0`` (auto) forks a pool only from this much work (2 x cells x T x DM, what the gradcheck cost
-#: before the memo of moves) up. A pool's start and close cost about 0.04 s on 2 cores; with the memo the
-#: whole gradcheck at xl, the largest preset (T*DM^2*R = 2^29, its loss near int64's limit), is about 0.1 s,
-#: and two workers did not beat one there: every preset stays in one process
+#: before the memo of moves) up. A pool's start and close cost about 0.04 s on 2 cores; with the memo, in
+#: whole-array blocks, the gradcheck at xl, the largest preset (T*DM^2*R = 2^29, its loss near int64's
+#: limit), takes about 0.045 s in one process and 0.06 s on two: every preset stays in one process
 AUTO_POOL_WORK = 1 << 31
 
 

@@ -266,6 +266,63 @@ def test_any_chunk_of_rows_gives_the_same_integers(T, DM, R, moves, checked, mon
         assert ticks == [R * n for n in pieces]
 
 
+@pytest.mark.parametrize("block", ["one (k, t) at a time", "uneven blocks of t", "blocks of k", "all at once"])
+def test_any_block_of_moved_rows_gives_the_same_integers(block, monkeypatch):
+    """The proven path evaluates the moved rows of y in blocks of (k, t) sized by MOVED_ELEMENTS: one (k, t)
+    at a time, 2 of the 5 values of t (the last block shorter), 2 of the 3 values of k with every t, and all
+    in one block give the seed's integers."""
+    T, DM, R = 5, 13, 3
+    want_a, _ = _expected_diffs(T, DM, R)
+    m = lora.init_model(T, DM, R)
+    f = lora.forward(m)
+    values, _, _ = lora._distinct_shifts(lora.q20.mul(m.x.T, 2097))
+    per_t = values.shape[1] * DM
+    elements = {"one (k, t) at a time": 1, "uneven blocks of t": 2 * per_t, "blocks of k": 2 * T * per_t,
+                "all at once": R * T * per_t}[block]
+    monkeypatch.setattr(lora, "MOVED_ELEMENTS", elements)
+    proven = _spy(monkeypatch, "_moved_a_unchecked")
+    assert lora.diffs_fast_a(m, f, 2097, RunContext(params={})).reshape(-1).tolist() == want_a.tolist()
+    assert proven == [1]  # the proven path ran (one chunk of rows)
+
+
+def _spy(monkeypatch, name):
+    """Count the calls of ``lora.<name>``, which still runs."""
+    calls, real = [], getattr(lora, name)
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(lora, name, counted)
+    return calls
+
+
+def test_rows_of_x_with_different_numbers_of_distinct_values_give_python_integers(monkeypatch):
+    """Row 0 of x repeats one value, row 1 holds +-v pairs, row 2 every value its own: the moves are padded to
+    the longest row, and each cell must still gather its own, with either sign."""
+    DM, R = 6, 2
+    base = _random_model(3, DM, R, 7)
+    x = np.array([[5 * lora.S // 16] * DM,
+                  [v * lora.S // 8 for v in (1, -1, 3, -3, 1, 0)],
+                  [v * lora.S // 32 for v in (7, -2, 5, 11, -13, 3)]], np.int64)
+    m = lora.Model(x, base.W, base.A, base.B)
+    f = lora.forward(m)
+    values, where_plus, where_minus = lora._distinct_shifts(lora.q20.mul(m.x.T, 2097))
+    assert [len(np.unique(row)) for row in values] == [2, 5, 12]  # +-v; +-v, +-3v and 0; 6 values and negatives
+    assert (values[np.arange(3)[:, None], where_plus] == m.x * 2097).all()
+    assert (values[np.arange(3)[:, None], where_minus] == -m.x * 2097).all()
+    proven = _spy(monkeypatch, "_moved_a_unchecked")
+    got = lora.diffs_fast_a(m, f, 2097, RunContext(params={}))
+    assert got.reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
+    assert proven == [1]
+
+
+def test_sum_abs_is_exact_in_int64_and_beyond_it():
+    assert lora._sum_abs(np.array([[-3, 4], [0, -5]], np.int64)) == 12
+    big = np.full(4, -(1 << 61), np.int64)  # the sum, 2^63, does not fit int64: Python ints take over
+    assert lora._sum_abs(big) == 1 << 63
+
+
 def test_the_report_counts_the_cells_that_passed(lora_params):
     green = lora.run(ctx(lora_params)).metrics
     assert (green["A"]["cells_passed"], green["B"]["cells_passed"]) == (12, 12)
