@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -111,6 +111,14 @@ class Line(NamedTuple):
     level: str = "info"
 
 
+class Lines(NamedTuple):
+    """Lines made only where they are shown: ``make()`` formats their texts then. A gate's thousands of
+    per-cell ``verbose`` lines would otherwise cost more to format than the gradcheck they report."""
+
+    make: Callable[[], Iterable[str]]
+    level: str = "verbose"
+
+
 class Progress:
     """Progress reporting seen by gates; the CLI swaps in a rich bar on a terminal. The default is silent."""
 
@@ -152,7 +160,7 @@ class GateOutput:
     which never reads it, does not pay for hashing (importing hashlib alone is ~3 ms of start-up).
     """
 
-    def __init__(self, items: list[Line | Check] | None = None, metrics: dict[str, Any] | None = None,
+    def __init__(self, items: list[Line | Lines | Check] | None = None, metrics: dict[str, Any] | None = None,
                  green: str = "GREEN", red: str = "RED", digest: str | Callable[[], str] = ""):
         self.items = [] if items is None else items
         self.metrics = {} if metrics is None else metrics
@@ -182,6 +190,18 @@ class GateOutput:
     def verbose(self, text: str) -> None:
         """A line shown only with ``-v`` (e.g. every cell)."""
         self.items.append(Line(text, "verbose"))
+
+    def verbose_lines(self, make: Callable[[], Iterable[str]]) -> None:
+        """Lines shown only with ``-v``, formatted by ``make()`` only then (see :class:`Lines`)."""
+        self.items.append(Lines(make, "verbose"))
+
+    def lines(self) -> Iterator[Line | Check]:
+        """Every line and check in order, with :class:`Lines` made into their lines."""
+        for item in self.items:
+            if isinstance(item, Lines):
+                yield from (Line(text, item.level) for text in item.make())
+            else:
+                yield item
 
     def check(self, name: str, passed: bool, detail: str = "", seconds: float | None = None) -> Check:
         """Record a PASS/FAIL line; its time is the work since the previous check (or the start)."""

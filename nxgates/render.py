@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TextIO
 
-from nxgates.gatekit import Check, Line, Progress
+from nxgates.gatekit import Check, Lines, Progress
 from nxgates.runner import GateReport
 
 
@@ -50,10 +50,11 @@ class Renderer:
         for item in report.output.items:
             if isinstance(item, Check):
                 self.check(item)
-            elif isinstance(item, Line):
-                if self.quiet or (item.level == "verbose" and not self.verbose):
-                    continue
-                self._emit(item.text, "dim" if item.level != "info" else None)
+            elif self.quiet or (item.level == "verbose" and not self.verbose):
+                continue  # hidden: Lines are not even made
+            else:
+                for text in item.make() if isinstance(item, Lines) else (item.text,):
+                    self._emit(text, "dim" if item.level != "info" else None)
         checks = report.output.checks
         n_pass = sum(c.passed for c in checks)
         if not self.quiet:

@@ -18,7 +18,7 @@ Two gradcheck algorithms give the same integers:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -537,8 +537,7 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
     for g in results:
         for i in np.flatnonzero(g.rel > tol):
             out.detail(f" {g.name} cell {i} ana={g.analytic[i]} num={g.numeric[i]} rel={g.rel[i]}")
-        for i in range(g.cells):
-            out.verbose(f"   {g.name} cell {i} ana={g.analytic[i]} num={g.numeric[i]} rel={g.rel[i]}")
+        out.verbose_lines(partial(_cell_lines, g))
         out.info(f" {g.name}: {g.n_pass}/{g.cells} (worst={g.worst}permil of max|grad|={g.maxabs})")
     n_ok = sum(g.n_pass for g in results)
     out.info("")
@@ -566,11 +565,17 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
             "cells": g.cells,
             "worst_permil": g.worst,
             "max_abs_grad": g.maxabs,
-            "analytic": [int(v) for v in g.analytic],
-            "numeric": [int(v) for v in g.numeric],
+            "analytic": g.analytic.tolist(),  # Python ints
+            "numeric": g.numeric.tolist(),
         }
     out.digest = partial(_digest, f.loss, results)  # hashed only if read (--repeat)
     return out
+
+
+def _cell_lines(g: Gradcheck) -> Iterator[str]:
+    """Every cell's integers, one line each (``-v``)."""
+    for i, (ana, num, rel) in enumerate(zip(g.analytic.tolist(), g.numeric.tolist(), g.rel.tolist(), strict=True)):
+        yield f"   {g.name} cell {i} ana={ana} num={num} rel={rel}"
 
 
 def _digest(loss: int, results: list[Gradcheck]) -> str:

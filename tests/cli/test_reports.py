@@ -109,3 +109,31 @@ def test_no_colour_with_no_color_even_on_a_terminal(monkeypatch):
     assert Renderer(Tty()).console is not None
     monkeypatch.setenv("NO_COLOR", "1")
     assert Renderer(Tty()).console is None
+
+
+def test_verbose_lines_are_formatted_only_where_shown():
+    """lora's per-cell lines cost more to format than its gradcheck at xl: made only for -v, in their place."""
+    from nxgates.render import Renderer
+    from nxgates.runner import GateReport
+
+    made = []
+
+    def cells():
+        made.append("made")
+        yield from ("   cell 0", "   cell 1")
+
+    out = GateOutput()
+    out.info("first")
+    out.verbose_lines(cells)
+    out.info("last")
+    out.check("a check", True)
+    report = GateReport("g", {}, out, 0.1)
+    for quiet in (False, True):
+        shown = io.StringIO()
+        Renderer(shown, quiet=quiet).gate(report)
+        assert made == [] and "cell" not in shown.getvalue()
+    shown = io.StringIO()
+    Renderer(shown, verbose=True).gate(report)
+    assert made == ["made"]
+    assert shown.getvalue().splitlines()[1:5] == ["first", "   cell 0", "   cell 1", "last"]
+    assert [i.name if hasattr(i, "passed") else i.text for i in out.lines()] == ["first", "   cell 0", "   cell 1", "last", "a check"]

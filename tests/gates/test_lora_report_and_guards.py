@@ -19,7 +19,7 @@ ODD = {"T": 2, "DM": 5, "R": 2, "delta": 2097, "tol_permil": 70, "algorithm": "f
 
 
 def lines(out, level="info"):
-    return [i.text for i in out.items if getattr(i, "level", None) == level]
+    return [i.text for i in out.lines() if getattr(i, "level", None) == level]
 
 
 def checks(out):
