@@ -136,4 +136,5 @@ def test_verbose_lines_are_formatted_only_where_shown():
     Renderer(shown, verbose=True).gate(report)
     assert made == ["made"]
     assert shown.getvalue().splitlines()[1:5] == ["first", "   cell 0", "   cell 1", "last"]
-    assert [i.name if hasattr(i, "passed") else i.text for i in out.lines()] == ["first", "   cell 0", "   cell 1", "last", "a check"]
+    expanded = [i.name if hasattr(i, "passed") else i.text for i in out.lines()]
+    assert expanded == ["first", "   cell 0", "   cell 1", "last", "a check"]
