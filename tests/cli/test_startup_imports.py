@@ -8,9 +8,10 @@ import tomllib
 from nxgates import registry, tomlcache
 
 #: imported by a run only for other paths: hashing (--repeat reads the digest), parsing gates.toml (its
-#: parse is cached), plugins' entry points, pools, JSON and JUnit reports, rich (stdout is not a terminal)
+#: parse is cached), plugins' entry points, pools, JSON and JUnit reports, rich (stdout is not a terminal);
+#: numpy.ma (15 ms), which np.unique imports when asked for the values alone, is needed by nothing
 NOT_NEEDED = ("hashlib", "tomllib", "importlib.metadata", "nxgates.core.pool", "concurrent.futures",
-              "multiprocessing", "json", "xml.etree.ElementTree", "rich.console", "nxgates.plugins")
+              "multiprocessing", "json", "xml.etree.ElementTree", "rich.console", "nxgates.plugins", "numpy.ma")
 
 CODE = """
 import sys
