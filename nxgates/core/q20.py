@@ -80,6 +80,14 @@ def tdiv(a: np.ndarray | int, d: int) -> np.ndarray:
     return q + ((r != 0) & (a < 0))  # a negative quotient with a remainder rounds up: toward zero
 
 
+def tdiv_s_inplace(a: np.ndarray) -> np.ndarray:
+    """``tdiv(a, S)`` written into the int64 array ``a`` itself: the same rounding without new arrays, for a
+    kernel's own temporaries (adding ``S - 1`` to negatives cannot overflow)."""
+    a += (a >> 63) & (S - 1)
+    a >>= S.bit_length() - 1
+    return a
+
+
 def mul(a: np.ndarray, b: np.ndarray, what: str = "mul") -> np.ndarray:
     """Element-wise (broadcasting) product, checked exactly."""
     a, b = as_q(a), as_q(b)

@@ -321,8 +321,7 @@ def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus:
             ts = slice(t0, min(T, t0 + t_step))
             y = moves[ks, ts, :, None] * B[ks, None, None, :]  # (k, t, V, DM): h@B moved
             y += f.acc_y[None, ts, None, :]
-            y += (y >> 63) & (S - 1)  # tdiv(y, S) in place: round negatives up, then shift
-            y >>= S.bit_length() - 1
+            y = q20.tdiv_s_inplace(y)
             y += f.xw[None, ts, None, :]
             g = np.einsum("ktvj,ktvj->ktv", y, y)  # G(k, t, a), once per distinct move a
             rows = np.arange(ts.stop - ts.start)[:, None]

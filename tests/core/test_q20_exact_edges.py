@@ -16,6 +16,14 @@ def test_tdiv_truncates_on_the_whole_int64_range(d):
     assert q20.tdiv(np.array(EDGES, dtype=np.int64), d).tolist() == [cdiv(v, d) for v in EDGES]
 
 
+def test_tdiv_by_s_in_place_rounds_as_tdiv_on_the_whole_int64_range():
+    S = q20.S
+    values = [*EDGES, -2 * S - 1, -2 * S, -2 * S + 1, -S - 1, -S, -S + 1, -2, S - 1, S, S + 1]
+    a = np.array(values, dtype=np.int64)
+    assert q20.tdiv_s_inplace(a) is a  # no new array
+    assert a.tolist() == [cdiv(v, S) for v in values]
+
+
 def test_tdiv_of_int64_minimum_by_three_is_negative():
     """Regression: |INT64_MIN| wraps in np.abs, which once made this quotient positive."""
     assert int(q20.tdiv(INT64_MIN, 3)) == -3074457345618258602
