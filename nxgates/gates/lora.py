@@ -258,9 +258,9 @@ def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, t
             _moved_a_unchecked(f, B, moves, where_plus, where_minus, out[i0:i1])
             tick((i1 - i0) * R)
             continue
-        # how far h[:, k] moves when A[i, k] moves by +delta and by -delta, cell by cell: (ci, R, T)
-        dhs = [tdiv(q20.add(f.acc_h.T[None, ks], sign * shift[:, None, :], "x@A +- x*delta"), S) - f.h.T[None, ks]
-               for sign in (1, -1)]
+        # how far h[:, k] moves when A[i, k] moves by +delta and by -delta, cell by cell: (ci, R, T); the sums
+        # are the ones "x@A +- x*delta" bounded above, now per cell
+        dhs = [tdiv(f.acc_h.T[None, ks] + sign * shift[:, None, :], S) - f.h.T[None, ks] for sign in (1, -1)]
         sub = max(1, CHECKED_ELEMENTS // max(1, R * T * DM))
         for j0 in range(i0, i1, sub):
             j1 = min(i1, j0 + sub)
