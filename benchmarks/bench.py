@@ -156,7 +156,7 @@ def scale_rows(targets: list[tuple[str, bool, str]], results: dict) -> None:
           f"same integers={same}")
     targets.append(("lora large: fast gradcheck on 2 workers vs 1 >= 1.7x", same and s1 / s2 >= 1.7, f"{s1 / s2:.2f}x"))
 
-    # where the pool pays (the auto rule forks from T*DM^2*R = 2^25 up): xl, no target, for the record
+    # the largest preset (the auto rule forks only from T*DM^2*R = 2^30 up): xl, no target, for the record
     xl1 = child({"gate": "lora", "preset": "xl", "sets": ["workers=1"], "repeat": 1})["runs"][0]["seconds"]
     xl2 = child({"gate": "lora", "preset": "xl", "sets": ["workers=2"], "repeat": 1})["runs"][0]["seconds"]
     res["lora_xl_workers"] = {"one_seconds": xl1, "two_seconds": xl2, "speedup": xl1 / xl2}
@@ -166,6 +166,11 @@ def scale_rows(targets: list[tuple[str, bool, str]], results: dict) -> None:
     res["lora_xl_whole_process_seconds"] = seconds
     print(f"  lora xl, whole process: {seconds:.1f} s, green={ok}")
     targets.append(("lora xl whole process green in <= 15 s", ok and seconds <= 15, f"{seconds:.1f} s"))
+
+    for preset in ("large", "xl"):  # no target: every gate green at xl, and how long its float64 reference takes
+        r = child({"gate": "ta-gradcheck", "preset": preset, "repeat": 1})["runs"][0]
+        res[f"ta_gradcheck_{preset}"] = {"seconds": r["seconds"], "passed": r["passed"]}
+        print(f"  ta-gradcheck {preset}: {r['seconds']:.2f} s, green={r['passed']} (no target)")
 
 
 def _spin(_: int) -> int:
