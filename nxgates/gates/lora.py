@@ -478,14 +478,16 @@ def validate(p: dict) -> None:
 
 
 def chunk_elements(T: int, DM: int, R: int) -> int:
-    """int64 elements a gradcheck worker's chunk temporaries hold at once: the moves of h (a few arrays of
-    ``(rows, R, T)``) and the guarded path's ``(rows, R, T, DM)`` blocks (about four alive). The chunk sizes
-    cap them at large sizes (64 MiB); small models need only what their sizes give, so a tight memory limit
+    """int64 elements a gradcheck worker's chunk temporaries hold at once: per row of A and value of t, the
+    distinct moves of h (at most 2R), the guarded path's per-cell moves (2R), ``x * delta`` and where
+    ``+-x * delta`` sits among the distinct values (3); and the guarded path's ``(rows, R, T, DM)`` blocks
+    (about four alive; the proven path's blocks are smaller, :data:`MOVED_ELEMENTS`). The chunk sizes cap
+    them at large sizes (64 MiB); small models need only what their sizes give, so a tight memory limit
     does not refuse the seed's size."""
     block = R * T * DM  # one row of A's guarded block
     rows = min(DM, max(1, CHECKED_ELEMENTS // max(1, block)))
     move_rows = min(DM, max(1, MOVES_ELEMENTS // max(1, R * T)))
-    return 4 * rows * block + 3 * move_rows * R * T
+    return 4 * rows * block + move_rows * T * (4 * R + 3)
 
 
 def run(ctx: RunContext) -> GateOutput:
