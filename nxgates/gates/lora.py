@@ -238,29 +238,38 @@ MOVED_ELEMENTS = 1 << 16
 def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, tick: Callable[[int], Any]) -> None:
     """Loss differences of the cells of A in ``columns`` (values of k, every row) into ``out`` (DM x R).
     Every cell is independent of the others, so any split gives the same integers; a column's cells share
-    their moves of h (see :func:`_moved_a_unchecked`), so a pool splits A by columns. ``tick(n)`` after each
-    piece of n cells."""
-    DM = m.A.shape[0]
+    their moves of h (see :func:`_moved_a_unchecked`), so a pool splits A by columns, and so does this, in
+    blocks whose distinct moves fit :data:`MOVES_ELEMENTS`. ``tick(n)`` after each piece of n cells."""
     T = m.x.shape[0]
-    ks = slice(columns.start, columns.stop)
-    R = len(columns)
-    B, out = m.B[ks], out[:, ks]
-    xt = m.x.T  # (DM, T)
     sum_abs_y = _sum_abs(f.y)  # exact, for the a-priori proof
+    shift = q20.mul(m.x.T, delta, "x * delta")  # (DM, T)
+    # the moves of h[t, k] that the cells (i, k) make: one per distinct value of +-x[t, i] * delta
+    values, where_plus, where_minus = _distinct_shifts(shift)
+    block = max(1, MOVES_ELEMENTS // (T * values.shape[1]))
+    for k0 in range(columns.start, columns.stop, block):
+        ks = slice(k0, min(columns.stop, k0 + block))
+        moves = tdiv(q20.add(f.acc_h.T[ks, :, None], values[None], "x@A +- x*delta"), S) - f.h.T[ks, :, None]
+        if _proven_a(m, f, [moves], sum_abs_y):
+            _moved_a_unchecked(f, m.B[ks], moves, where_plus, where_minus, out[:, ks], tick)
+        else:
+            _cells_a_guarded(m, f, shift, ks, out[:, ks], tick)
+
+
+def _cells_a_guarded(m: Model, f: Forward, shift: np.ndarray, ks: slice, out: np.ndarray,
+                     tick: Callable[[int], Any]) -> None:
+    """The columns ``ks`` of A cell by cell, every operation guarded: where :func:`_proven_a` cannot show that
+    nothing overflows, the checked operations decide (and refuse rather than wrap). Rows go in chunks whose
+    per-cell moves of h, ``(rows, R, T)``, hold :data:`MOVES_ELEMENTS`, and in pieces whose ``(rows, R, T,
+    DM)`` temporaries hold :data:`CHECKED_ELEMENTS`."""
+    DM, T = shift.shape
+    R = ks.stop - ks.start
+    B = m.B[ks]
     step = max(1, MOVES_ELEMENTS // max(1, R * T))
     for i0 in range(0, DM, step):
         i1 = min(DM, i0 + step)
-        shift = q20.mul(xt[i0:i1], delta, "x * delta")  # (ci, T)
-        # the moves of h[t, k] that the cells (i, k) make: one per distinct value of +-x[t, i] * delta
-        values, where_plus, where_minus = _distinct_shifts(shift)
-        moves = tdiv(q20.add(f.acc_h.T[ks, :, None], values[None], "x@A +- x*delta"), S) - f.h.T[ks, :, None]
-        if _proven_a(m, f, [moves], sum_abs_y):
-            _moved_a_unchecked(f, B, moves, where_plus, where_minus, out[i0:i1])
-            tick((i1 - i0) * R)
-            continue
         # how far h[:, k] moves when A[i, k] moves by +delta and by -delta, cell by cell: (ci, R, T); the sums
-        # are the ones "x@A +- x*delta" bounded above, now per cell
-        dhs = [tdiv(f.acc_h.T[None, ks] + sign * shift[:, None, :], S) - f.h.T[None, ks] for sign in (1, -1)]
+        # are the ones "x@A +- x*delta" bounded over the distinct moves
+        dhs = [tdiv(f.acc_h.T[None, ks] + sign * shift[i0:i1, None, :], S) - f.h.T[None, ks] for sign in (1, -1)]
         sub = max(1, CHECKED_ELEMENTS // max(1, R * T * DM))
         for j0 in range(i0, i1, sub):
             j1 = min(i1, j0 + sub)
@@ -281,23 +290,29 @@ def _sum_abs(y: np.ndarray) -> int:
 
 
 def _distinct_shifts(shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per t, the distinct values of ``+-shift[i, t]`` (``shift = x * delta`` of a chunk's rows i, (ci, T)):
-    ``values`` (T, V), padded with repeats, and where ``+shift[i, t]`` and ``-shift[i, t]`` sit in them,
-    (T, ci) each. The seed's x takes 11 values, symmetric about 0, so V is 11 whatever the size."""
-    ci, T = shift.shape
-    rows, where = [], np.empty((T, 2 * ci), np.intp)
-    for t in range(T):
-        # return_inverse also keeps np.unique off its masked-array test, which imports numpy.ma (15 ms)
-        row, where[t] = np.unique(np.concatenate([shift[:, t], -shift[:, t]]), return_inverse=True)
-        rows.append(row)
-    where_plus, where_minus = where[:, :ci], where[:, ci:]
-    V = max(len(row) for row in rows)
-    return np.array([np.pad(row, (0, V - len(row)), mode="edge") for row in rows]), where_plus, where_minus
+    """Per t, the distinct values of ``+-shift[i, t]`` (``shift = x * delta``, (DM, T)): ``values`` (T, V),
+    ascending, each row padded with its largest, and where ``+shift[i, t]`` and ``-shift[i, t]`` sit in them,
+    (T, DM) each. Whole-array operations: one sort of every row t at once. The seed's x takes 11 values,
+    symmetric about 0, so V is 11 whatever the size."""
+    n, T = shift.shape
+    both = np.concatenate([shift.T, -shift.T], axis=1)  # (T, 2n): +-shift of every row i, for each t
+    order = np.argsort(both, axis=1)
+    ascending = np.take_along_axis(both, order, axis=1)
+    new = np.empty(ascending.shape, bool)
+    new[:, 0] = True
+    np.not_equal(ascending[:, 1:], ascending[:, :-1], out=new[:, 1:])
+    rank = np.cumsum(new, axis=1) - 1  # which distinct value each sorted entry is
+    values = np.repeat(ascending[:, -1:], int(rank[:, -1].max()) + 1, axis=1)  # (T, V), padded with the largest
+    values[np.arange(T)[:, None], rank] = ascending
+    where = np.empty_like(rank)
+    np.put_along_axis(where, order, rank, axis=1)
+    return values, where[:, :n], where[:, n:]
 
 
 def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus: np.ndarray,
-                       where_minus: np.ndarray, out: np.ndarray) -> None:
-    """``L(+delta) - L(-delta)`` per cell (i, k) of a chunk of rows i, each moved loss summed row by row of y.
+                       where_minus: np.ndarray, out: np.ndarray, tick: Callable[[int], Any]) -> None:
+    """``L(+delta) - L(-delta)`` per cell (i, k) of A's columns k in ``B``'s rows, each moved loss summed row by
+    row of y; ``tick(n)`` after each block of columns (n cells).
 
     Moving ``A[i, k]`` by ``+-delta`` moves ``h[t, k]`` by ``a = tdiv(acc_h[t, k] +- x[t, i] * delta, S) -
     h[t, k]``, and row t of the moved loss is ``G(k, t, a) = sum_j (xw[t, j] + tdiv(acc_y[t, j] + a * B[k, j],
@@ -305,7 +320,7 @@ def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus:
     seed's x takes 11 values, and ``-x`` moves as ``x`` does with the other sign), so G is evaluated once per
     (k, t, distinct value), in cache-sized blocks of whole numpy operations, and gathered: the same integers
     as the seed's whole forwards, at a fraction of the work. ``moves`` (R, T, V) holds each distinct move of h,
-    ``where_plus``/``where_minus`` (T, ci) which one each cell makes (see :func:`_distinct_shifts`).
+    ``where_plus``/``where_minus`` (T, DM) which one each cell makes (see :func:`_distinct_shifts`).
     :func:`_proven_a` has shown that nothing here leaves int64: every G is a partial sum of a moved loss
     ``L(+-delta)``, which is below ``q20.SQUARES_LIMIT``.
     """
@@ -314,9 +329,9 @@ def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus:
     ci = where_plus.shape[1]
     t_step = max(1, min(T, MOVED_ELEMENTS // (V * DM)))
     k_step = max(1, MOVED_ELEMENTS // (t_step * V * DM)) if t_step == T else 1
-    losses = np.zeros((2, R, ci), np.int64)  # L(+delta), L(-delta) of the cells (i, k)
     for k0 in range(0, R, k_step):
         ks = slice(k0, min(R, k0 + k_step))
+        losses = np.zeros((2, ks.stop - k0, ci), np.int64)  # L(+delta), L(-delta) of the cells (i, k)
         for t0 in range(0, T, t_step):
             ts = slice(t0, min(T, t0 + t_step))
             y = moves[ks, ts, :, None] * B[ks, None, None, :]  # (k, t, V, DM): h@B moved
@@ -325,9 +340,10 @@ def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus:
             y += f.xw[None, ts, None, :]
             g = np.einsum("ktvj,ktvj->ktv", y, y)  # G(k, t, a), once per distinct move a
             rows = np.arange(ts.stop - ts.start)[:, None]
-            losses[0, ks] += g[:, rows, where_plus[ts]].sum(axis=1)
-            losses[1, ks] += g[:, rows, where_minus[ts]].sum(axis=1)
-    out[...] = (losses[0] - losses[1]).T
+            losses[0] += g[:, rows, where_plus[ts]].sum(axis=1)
+            losses[1] += g[:, rows, where_minus[ts]].sum(axis=1)
+        out[:, ks] = (losses[0] - losses[1]).T
+        tick(ci * (ks.stop - k0))
 
 
 def diffs_fast_b(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
@@ -478,16 +494,15 @@ def validate(p: dict) -> None:
 
 
 def chunk_elements(T: int, DM: int, R: int) -> int:
-    """int64 elements a gradcheck worker's chunk temporaries hold at once: per row of A and value of t, the
-    distinct moves of h (at most 2R), the guarded path's per-cell moves (2R), ``x * delta`` and where
-    ``+-x * delta`` sits among the distinct values (3); and the guarded path's ``(rows, R, T, DM)`` blocks
-    (about four alive; the proven path's blocks are smaller, :data:`MOVED_ELEMENTS`). The chunk sizes cap
-    them at large sizes (64 MiB); small models need only what their sizes give, so a tight memory limit
-    does not refuse the seed's size."""
+    """int64 elements a gradcheck worker's temporaries hold at once: ``x * delta`` and the sort that finds its
+    distinct values (a few ``(T, 2 DM)`` arrays); a block of columns' distinct moves of h, or the guarded
+    path's per-cell moves, and the arrays that make them (about four of at most :data:`MOVES_ELEMENTS`); and
+    the guarded path's ``(rows, R, T, DM)`` blocks (about four alive; the proven path's blocks are smaller,
+    :data:`MOVED_ELEMENTS`). The chunk sizes cap them at large sizes (64 MiB); small models need only what
+    their sizes give, so a tight memory limit does not refuse the seed's size."""
     block = R * T * DM  # one row of A's guarded block
     rows = min(DM, max(1, CHECKED_ELEMENTS // max(1, block)))
-    move_rows = min(DM, max(1, MOVES_ELEMENTS // max(1, R * T)))
-    return 4 * rows * block + move_rows * T * (4 * R + 3)
+    return 11 * DM * T + 4 * min(MOVES_ELEMENTS, 2 * R * T * DM) + 4 * rows * block
 
 
 def run(ctx: RunContext) -> GateOutput:

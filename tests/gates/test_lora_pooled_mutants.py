@@ -246,24 +246,35 @@ def test_the_proven_path_gives_the_seeds_integers_when_no_move_repeats(T, DM, R,
 
 @pytest.mark.parametrize(("T", "DM", "R", "moves", "checked"),
                          [(3, 17, 3, 1, 1), (3, 17, 3, 7, 5), (3, 17, 3, 3, 1), (3, 17, 3, 1 << 20, 1 << 21),
-                          (1, 5, 1, 2, 1)])
-def test_any_chunk_of_rows_gives_the_same_integers(T, DM, R, moves, checked, monkeypatch):
-    """Rows of A go in chunks sized by their moves (proven path) and, on the guarded path, in pieces
-    sized by its temporaries: chunks of 1, uneven pieces, pieces of 1 in chunks of 3 and one chunk give the
-    same integers, every cell ticked once, in the pieces planned (also where R * T is 1)."""
+                          (1, 5, 1, 2, 1), (3, 17, 3, 11, 1), (3, 17, 3, 8, 2)])
+def test_any_chunk_gives_the_same_integers(T, DM, R, moves, checked, monkeypatch):
+    """Columns of A go in blocks sized by their distinct moves; on the guarded path, rows go in chunks sized
+    by their per-cell moves and in pieces sized by its temporaries. Blocks of one column, uneven ones, chunks
+    of 1 row, uneven pieces and everything at once give the same integers, every cell ticked once, in the
+    pieces planned (also where R * T is 1)."""
     want_a, _ = _expected_diffs(T, DM, R)
     monkeypatch.setattr(lora, "MOVES_ELEMENTS", moves * R * T)
     monkeypatch.setattr(lora, "CHECKED_ELEMENTS", checked * R * T * DM)
     m = lora.init_model(T, DM, R)
     f = lora.forward(m)
+    V = lora._distinct_shifts(lora.q20.mul(m.x.T, 2097))[0].shape[1]
+    block = max(1, moves * R * T // (T * V))
+    blocks = [min(block, R - k) for k in range(0, R, block)]
     for proven in (True, False):
         monkeypatch.setattr(lora, "_proven_a", lambda *args, p=proven: p)
         out, ticks = np.zeros((DM, R), np.int64), []
         lora.cells_a(m, f, 2097, range(R), out, ticks.append)
         assert out.reshape(-1).tolist() == want_a.tolist()
-        chunks = [min(moves, DM - i) for i in range(0, DM, moves)]
-        pieces = chunks if proven else [min(checked, c - j) for c in chunks for j in range(0, c, checked)]
-        assert ticks == [R * n for n in pieces]
+        assert sum(ticks) == DM * R
+        if proven:  # a tick per block of columns the kernel evaluates at once
+            assert all(n % DM == 0 for n in ticks) and len(ticks) >= len(blocks)
+            continue
+        planned = []
+        for b in blocks:
+            step, sub = max(1, moves * R // b), max(1, checked * R // b)
+            chunks = [min(step, DM - i) for i in range(0, DM, step)]
+            planned += [b * min(sub, c - j) for c in chunks for j in range(0, c, sub)]
+        assert ticks == planned
 
 
 @pytest.mark.parametrize("block", ["one (k, t) at a time", "uneven blocks of t", "blocks of k", "all at once"])

@@ -276,15 +276,16 @@ def test_the_memory_bound_asked_for_counts_three_copies_of_the_tensors_and_the_t
     monkeypatch.setattr(lora, "require", lambda nbytes, what: asked.append((nbytes, what)))
     lora.validate({**ODD, "T": 7, "DM": 11, "R": 3})
     tensors = 7 * 11 + 11 * 11 + 2 * 11 * 3
-    chunks = 4 * 11 * (3 * 7 * 11) + 11 * 7 * (4 * 3 + 3)  # every row of A in one chunk: (11, 3, 7, 11) and moves
+    chunks = 4 * 11 * (3 * 7 * 11) + 11 * 11 * 7 + 4 * 2 * 3 * 7 * 11  # every row of A at once: blocks and moves
     assert asked == [(8 * (3 * tensors + 12 * 7 * 11 + 4 * 7 * 3 + chunks), "lora at T=7 DM=11 R=3")]
 
 
 def test_chunk_temporaries_are_capped_by_the_chunk_sizes_and_by_the_model():
-    assert lora.chunk_elements(3, 6, 2) == 4 * 6 * 36 + 6 * 3 * 11  # the seed: a few KiB, not 64 MiB
-    assert lora.chunk_elements(16, 256, 8) == 4 * 64 * 32768 + 256 * 16 * 35  # large: 64 of A's rows a chunk
-    assert lora.chunk_elements(32, 1024, 16) == 4 * 4 * 524288 + 1024 * 32 * 67  # xl
-    assert lora.chunk_elements(64, 4096, 64) == 4 * 1 * 64 * 64 * 4096 + 256 * 64 * 259  # a block beyond the cap
+    assert lora.chunk_elements(3, 6, 2) == 4 * 6 * 36 + 11 * 6 * 3 + 4 * 2 * 2 * 3 * 6  # the seed: a few KiB
+    assert lora.chunk_elements(16, 256, 8) == 4 * 64 * 32768 + 11 * 256 * 16 + 4 * 2 * 8 * 16 * 256  # large
+    assert lora.chunk_elements(32, 1024, 16) == 4 * 4 * 524288 + 11 * 1024 * 32 + 4 * (1 << 20)  # xl: moves capped
+    assert lora.chunk_elements(64, 4096, 64) == 4 * 1 * 64 * 64 * 4096 + 11 * 4096 * 64 + 4 * (1 << 20)  # a block
+    # beyond the guarded cap: one row of A's guarded block is more than CHECKED_ELEMENTS
 
 
 def test_a_tight_memory_limit_still_runs_the_seed_size(lora_params, monkeypatch):
