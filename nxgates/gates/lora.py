@@ -355,13 +355,50 @@ def diffs_fast_b(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarra
 
 
 def cells_b(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray) -> None:
-    """Loss differences of the cells of B in ``rows`` (values of k) into ``out`` (R x DM)."""
+    """Loss differences of the cells of B in ``rows`` (values of k) into ``out`` (R x DM): by
+    :func:`_moved_b_unchecked` where :func:`_proven_b` shows nothing can overflow, else every operation
+    guarded (refusing rather than wrapping)."""
+    if _proven_b(f, delta):
+        _moved_b_unchecked(f, delta, rows, out)
+        return
     shift = q20.mul(f.h.T[rows.start : rows.stop, None, :], delta, "h * delta")  # (rows, 1, T)
     acc = f.acc_y.T[None, :, :]  # (1, DM, T)
     xw = f.xw.T[None, :, :]
     yp = q20.add(xw, tdiv(q20.add(acc, shift, "h@B + h*delta"), S), "y moved")
     ym = q20.add(xw, tdiv(q20.add(acc, -shift, "h@B - h*delta"), S), "y moved")
     out[rows.start : rows.stop] = _loss_delta(f.loss, f.y.T[None], yp, ym, (2,))
+
+
+def _proven_b(f: Forward, delta: int) -> bool:
+    """An exact a-priori proof, from the forward's largest magnitudes, that no int64 intermediate of the
+    moved-B computation leaves the safe range and that ``L(+-delta)`` fits int64 as the seed forms it (as
+    :func:`_proven_a` for A: moving ``B[k, j]`` moves only column j of y, T terms)."""
+    T = f.y.shape[0]
+    shift = q20.max_abs(f.h) * delta  # |h * delta|
+    acc_y = q20.max_abs(f.acc_y) + shift  # |h@B +- h*delta|
+    y = q20.max_abs(f.xw) + acc_y // S + 1  # |y moved|
+    e = shift // S + 2  # |y moved - y|: two truncations of sums that differ by at most ``shift``
+    worst = max(acc_y, 2 * y, 4 * e * y * T)  # |h@B moved|; |yp + ym|; sum_t (yp - ym)(yp + ym)
+    loss_moved = f.loss + e * (2 * _sum_abs(f.y) + e * T)  # L + sum_t (y + d)^2 - y^2 over a column, |d| <= e
+    return worst < q20.LIMIT and loss_moved < q20.SQUARES_LIMIT
+
+
+def _moved_b_unchecked(f: Forward, delta: int, rows: range, out: np.ndarray) -> None:
+    """``L(+delta) - L(-delta)`` per cell (k, j) of B's ``rows``, as ``sum_t (yp - ym)(yp + ym)`` over column j
+    of the moved y, in cache-sized blocks of (k, t) without per-operation guards (:func:`_proven_b` holds)."""
+    T, DM = f.y.shape
+    shift = f.h.T[rows.start : rows.stop] * delta  # (R, T): how far h@B's column moves, per k and t
+    t_step = max(1, min(T, MOVED_ELEMENTS // DM))
+    k_step = max(1, MOVED_ELEMENTS // (t_step * DM))
+    for k0 in range(0, len(rows), k_step):
+        ks = slice(k0, min(len(rows), k0 + k_step))
+        diffs = np.zeros((ks.stop - k0, DM), np.int64)
+        for t0 in range(0, T, t_step):
+            ts = slice(t0, min(T, t0 + t_step))
+            moved = [q20.tdiv_s_inplace(f.acc_y[None, ts] + sign * shift[ks, ts, None]) + f.xw[None, ts]
+                     for sign in (1, -1)]  # (k, t, DM): y with B[k, j] moved by +delta, -delta
+            diffs += np.einsum("ktj,ktj->kj", moved[0] - moved[1], moved[0] + moved[1])
+        out[rows.start + k0 : rows.start + ks.stop] = diffs
 
 
 # ---- the fast gradcheck's cells split over a worker pool -------------------------------------------------

@@ -373,6 +373,71 @@ def test_the_proof_never_lets_through_what_a_guard_refuses(edge, monkeypatch):
         _cells_a(m, f)  # the checked path on its own: the edge is that guard's
 
 
+def _crafted_b(T, DM, hv, delta, acc_y, xw, loss):
+    """R=1 with every h = hv, so each cell of B moves its column of h@B by exactly +-hv * delta; the unmoved
+    h@B sums and x@W are constants (cells_b reads only the forward)."""
+    def full(v, cols=DM):
+        return np.full((T, cols), v, np.int64)
+
+    m = lora.Model(x=full(0), W=np.zeros((DM, DM), np.int64), A=np.zeros((DM, 1), np.int64),
+                   B=np.zeros((1, DM), np.int64))
+    y = full(xw + int(q20.tdiv(np.int64(acc_y), S)))
+    f = lora.Forward(xw=full(xw), acc_h=full(0, 1), h=full(hv, 1), acc_y=full(acc_y), y=y, loss=loss)
+    return m, f, delta
+
+
+PROOF_EDGES_B = {  # (T, DM, hv, delta, acc_y, xw, loss): each exactly at the edge of one guard of cells_b
+    "h * delta": ((1, 1, 1 << 22, 1 << 40, 0, 0, 0), r"h \* delta"),
+    "h@B + h*delta": ((1, 1, 1, 1, q20.LIMIT - 1, 0, 0), r"h@B \+ h\*delta"),
+    "(yp - ym)(yp + ym)": ((1, 1, 1 << 30, S, 0, 1 << 30, 0), r"\(yp - ym\)\(yp \+ ym\)"),
+    "its sum over T": ((4, 1, 1 << 29, S, 0, 1 << 29, 0), "Lp - Lm"),
+    "its sum over T, large y": ((4, 1, 1 << 10, S, 0, 1 << 48, 0), "Lp - Lm"),  # 4 x 2^11 x 2^49 = 2^62
+    "L(+-delta), y = 0": ((1, 1, _M, S, 0, 0, q20.SQUARES_LIMIT - _M**2), r"L\(\+-delta\)"),
+    "L(+-delta) over T": ((4, 3, _M, S, 0, 0, q20.SQUARES_LIMIT - 4 * _M**2), r"L\(\+-delta\)"),
+    # the proof's bound meets the limit exactly (y moves by 8, its bound e = 8 + 2), as for A
+    "L(+-delta), the bound at the limit": ((1, 1, 8, S, 0, 0, q20.SQUARES_LIMIT - 10**2), r"L\(\+-delta\)"),
+    "L(+-delta), large y": ((1, 1, _M, S, 0, 1 << 30, q20.SQUARES_LIMIT - 2 * (1 << 30) * _M - _M**2),
+                            r"L\(\+-delta\)"),
+}
+
+
+@pytest.mark.parametrize("edge", PROOF_EDGES_B)
+def test_the_proof_for_b_never_lets_through_what_a_guard_refuses(edge, monkeypatch):
+    """As for A: the proven path of B skips the per-op guards, so at each guard's edge it must say no."""
+    case, label = PROOF_EDGES_B[edge]
+    m, f, delta = _crafted_b(*case)
+    verdicts = []
+    proof = lora._proven_b
+    monkeypatch.setattr(lora, "_proven_b", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    with pytest.raises(q20.Q20Overflow, match=label):
+        lora.cells_b(m, f, delta, range(1), np.zeros(m.B.shape, np.int64))
+    assert verdicts == [False]
+    monkeypatch.setattr(lora, "_proven_b", lambda *args: False)
+    with pytest.raises(q20.Q20Overflow, match=label):
+        lora.cells_b(m, f, delta, range(1), np.zeros(m.B.shape, np.int64))  # the edge is that guard's
+
+
+def test_the_proof_for_b_holds_and_its_path_equals_the_checked_one(monkeypatch):
+    """At an odd size and nearer the int64 bound (every y moved by 2^28: each term about 2^58), the proven
+    path of B and the guarded one give the same integers, in any block of (k, t)."""
+    for T, DM, R, delta, xw in ((5, 13, 3, 2097, None), (3, 4, 1, S, 1 << 28)):
+        m = lora.init_model(T, DM, R)
+        f = lora.forward(m)
+        if xw is not None:  # crafted: h = 2^28 and xw = 2^28 on every row, so y moves from 2^28 by 2^28
+            m, f, delta = _crafted_b(T, DM, 1 << 28, delta, 0, xw, T * DM * xw * xw)
+        assert lora._proven_b(f, delta)
+        want = np.zeros(m.B.shape, np.int64)
+        with monkeypatch.context() as patched:
+            patched.setattr(lora, "_proven_b", lambda *args: False)
+            lora.cells_b(m, f, delta, range(m.B.shape[0]), want)
+        for elements in (1, 2 * DM, T * DM, 1 << 16):  # one (k, t) a block, uneven blocks of t, blocks of k
+            monkeypatch.setattr(lora, "MOVED_ELEMENTS", elements)
+            got = np.zeros(m.B.shape, np.int64)
+            lora.cells_b(m, f, delta, range(m.B.shape[0]), got)
+            assert got.tolist() == want.tolist()
+        assert np.count_nonzero(want) > want.size // 2
+
+
 def test_the_proof_holds_for_an_ordinary_model(monkeypatch):
     m = lora.init_model(2, 3, 2)
     f = lora.forward(m)
