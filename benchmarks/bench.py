@@ -162,6 +162,14 @@ def scale_rows(targets: list[tuple[str, bool, str]], results: dict) -> None:
     res["lora_xl_workers"] = {"one_seconds": xl1, "two_seconds": xl2, "speedup": xl1 / xl2}
     print(f"  lora xl: 1 worker {xl1:.2f} s, 2 workers {xl2:.2f} s = {xl1 / xl2:.2f}x (one run each; no target)")
 
+    # a real batch of tokens, where the gradcheck is long enough for the pool to pay (and auto forks): no target
+    tokens = ["T=2048", "DM=256", "R=8"]
+    t1 = median(r["seconds"] for r in child({"gate": "lora", "sets": [*tokens, "workers=1"], "repeat": 3})["runs"])
+    t2 = median(r["seconds"] for r in child({"gate": "lora", "sets": [*tokens, "workers=2"], "repeat": 3})["runs"])
+    res["lora_tokens_workers"] = {"one_seconds": t1, "two_seconds": t2, "speedup": t1 / t2}
+    print(f"  lora T=2048 DM=256 R=8: 1 worker {t1:.2f} s, 2 workers {t2:.2f} s = {t1 / t2:.2f}x (medians of 3; "
+          "no target)")
+
     seconds, ok = wall_ok([nxgates, "run", "lora", "--preset", "xl", "-q"], 1)
     res["lora_xl_whole_process_seconds"] = seconds
     print(f"  lora xl, whole process: {seconds:.1f} s, green={ok}")
