@@ -246,7 +246,7 @@ def test_the_proven_path_gives_the_seeds_integers_when_no_move_repeats(T, DM, R,
 
 @pytest.mark.parametrize(("T", "DM", "R", "moves", "checked"),
                          [(3, 17, 3, 1, 1), (3, 17, 3, 7, 5), (3, 17, 3, 3, 1), (3, 17, 3, 1 << 20, 1 << 21),
-                          (1, 5, 1, 2, 1), (3, 17, 3, 11, 1), (3, 17, 3, 8, 2)])
+                          (1, 5, 1, 2, 1), (3, 17, 3, 11, 1), (3, 17, 3, 8, 2), (3, 17, 1, 1, 2), (1, 5, 1, 2, 2)])
 def test_any_chunk_gives_the_same_integers(T, DM, R, moves, checked, monkeypatch):
     """Columns of A go in blocks sized by their distinct moves; on the guarded path, rows go in chunks sized
     by their per-cell moves and in pieces sized by its temporaries. Blocks of one column, uneven ones, chunks
@@ -292,8 +292,11 @@ def test_any_block_of_moved_rows_gives_the_same_integers(block, monkeypatch):
                 "all at once": R * T * per_t}[block]
     monkeypatch.setattr(lora, "MOVED_ELEMENTS", elements)
     proven = _spy(monkeypatch, "_moved_a_unchecked")
-    assert lora.diffs_fast_a(m, f, 2097, RunContext(params={})).reshape(-1).tolist() == want_a.tolist()
-    assert proven == [1]  # the proven path ran (one chunk of rows)
+    out, ticks = np.zeros((DM, R), np.int64), []
+    lora.cells_a(m, f, 2097, range(R), out, ticks.append)
+    assert out.reshape(-1).tolist() == want_a.tolist()
+    assert proven == [1]  # the proven path ran (one block of columns)
+    assert sum(ticks) == DM * R and all(n % DM == 0 for n in ticks)  # every cell once, a block of k a tick
 
 
 def _spy(monkeypatch, name):
@@ -319,6 +322,7 @@ def test_rows_of_x_with_different_numbers_of_distinct_values_give_python_integer
     m = lora.Model(x, base.W, base.A, base.B)
     f = lora.forward(m)
     values, where_plus, where_minus = lora._distinct_shifts(lora.q20.mul(m.x.T, 2097))
+    assert values.shape == (3, 12)  # the longest row's distinct values, no more
     assert [len(np.unique(row)) for row in values] == [2, 5, 12]  # +-v; +-v, +-3v and 0; 6 values and negatives
     assert (values[np.arange(3)[:, None], where_plus] == m.x * 2097).all()
     assert (values[np.arange(3)[:, None], where_minus] == -m.x * 2097).all()
@@ -326,6 +330,19 @@ def test_rows_of_x_with_different_numbers_of_distinct_values_give_python_integer
     got = lora.diffs_fast_a(m, f, 2097, RunContext(params={}))
     assert got.reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
     assert proven == [1]
+
+
+@pytest.mark.parametrize(("T", "DM"), [(4, 37), (1, 11), (2, 1000)])
+def test_the_seeds_x_moves_h_by_11_distinct_values_whatever_the_size(T, DM):
+    """The memo's whole point: +-x * delta takes 11 values per row t (x's 11, symmetric about 0), found once
+    for every row of A; fewer where a row of x holds fewer of them."""
+    m = lora.init_model(T, DM, 1)
+    values, where_plus, where_minus = lora._distinct_shifts(lora.q20.mul(m.x.T, 2097))
+    assert values.shape == (T, 11)
+    assert (np.diff(values, axis=1) >= 0).all() and (np.diff(values, axis=1) > 0).any()
+    assert where_plus.shape == where_minus.shape == (T, DM)
+    three_rows = lora._distinct_shifts(lora.q20.mul(m.x.T[:3], 2097))[0]  # x[0, :3] = -0.3, 0.2, -0.4: 6
+    assert three_rows.shape == (T, 6)
 
 
 def test_sum_abs_is_exact_in_int64_and_beyond_it():

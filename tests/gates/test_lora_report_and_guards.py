@@ -284,6 +284,7 @@ def test_chunk_temporaries_are_capped_by_the_chunk_sizes_and_by_the_model():
     assert lora.chunk_elements(3, 6, 2) == 4 * 6 * 36 + 11 * 6 * 3 + 4 * 2 * 2 * 3 * 6  # the seed: a few KiB
     assert lora.chunk_elements(16, 256, 8) == 4 * 64 * 32768 + 11 * 256 * 16 + 4 * 2 * 8 * 16 * 256  # large
     assert lora.chunk_elements(32, 1024, 16) == 4 * 4 * 524288 + 11 * 1024 * 32 + 4 * (1 << 20)  # xl: moves capped
+    assert lora.chunk_elements(16, 1000, 3) == 4 * 43 * 48000 + 11 * 1000 * 16 + 4 * 2 * 3 * 16 * 1000  # 43.7 rows
     assert lora.chunk_elements(64, 4096, 64) == 4 * 1 * 64 * 64 * 4096 + 11 * 4096 * 64 + 4 * (1 << 20)  # a block
     # beyond the guarded cap: one row of A's guarded block is more than CHECKED_ELEMENTS
 
@@ -420,11 +421,11 @@ def test_the_proof_for_b_never_lets_through_what_a_guard_refuses(edge, monkeypat
 def test_the_proof_for_b_holds_and_its_path_equals_the_checked_one(monkeypatch):
     """At an odd size and nearer the int64 bound (every y moved by 2^28: each term about 2^58), the proven
     path of B and the guarded one give the same integers, in any block of (k, t)."""
-    for T, DM, R, delta, xw in ((5, 13, 3, 2097, None), (3, 4, 1, S, 1 << 28)):
+    for T, DM, R, delta, xw in ((5, 13, 3, 2097, None), (3, 4, 1, S, (1 << 28) + 12345)):
         m = lora.init_model(T, DM, R)
         f = lora.forward(m)
-        if xw is not None:  # crafted: h = 2^28 and xw = 2^28 on every row, so y moves from 2^28 by 2^28
-            m, f, delta = _crafted_b(T, DM, 1 << 28, delta, 0, xw, T * DM * xw * xw)
+        if xw is not None:  # crafted: y moves from about 2^28 by about 2^28, each term's 58 bits all in use
+            m, f, delta = _crafted_b(T, DM, (1 << 28) + 777, delta, 0, xw, T * DM * xw * xw)
         assert lora._proven_b(f, delta)
         want = np.zeros(m.B.shape, np.int64)
         with monkeypatch.context() as patched:
