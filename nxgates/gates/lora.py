@@ -208,15 +208,20 @@ def _proven_a(m: Model, f: Forward, dhs: list[np.ndarray], sum_abs_y: int) -> bo
     """An exact a-priori proof, from small arrays only, that no int64 intermediate of the moved-A
     computation leaves the safe range, and that ``L(+-delta)`` fits int64 as the seed forms it. When it
     holds, :func:`_moved_a_unchecked` skips the per-op guards; when it does not, the checked operations
-    decide (and refuse rather than wrap)."""
+    decide (and refuse rather than wrap). A cell of A moves h@B's sums by ``dh * B`` in all T x DM entries."""
     T, DM = f.y.shape
-    moved = max(q20.max_abs(dh) for dh in dhs) * q20.max_abs(m.B)  # |dh * B|
+    return _moves_fit(f, max(q20.max_abs(dh) for dh in dhs) * q20.max_abs(m.B), T * DM, sum_abs_y)
+
+
+def _moves_fit(f: Forward, moved: int, terms: int, sum_abs_y: int) -> bool:
+    """The proof of :func:`_proven_a` and :func:`_proven_b`: each cell moves ``terms`` unrounded sums of h@B
+    by at most ``moved``, and the rest of the computation follows from the forward's largest magnitudes."""
     acc_y = q20.max_abs(f.acc_y) + moved  # |h@B moved|
     y = q20.max_abs(f.xw) + acc_y // S + 1  # |y moved|
     e = moved // S + 2  # |y moved - y|: two truncations of sums that differ by at most ``moved``
-    worst = max(acc_y, 2 * y, 4 * e * y * T * DM)  # |h@B moved|; |yp + ym|; sum (yp - ym)(yp + ym)
-    # L(+-d) = L + sum (y + dy)^2 - y^2 <= L + e * (2 sum|y| + e T DM), a sum of squares (monotone)
-    loss_moved = f.loss + e * (2 * sum_abs_y + e * T * DM)
+    worst = max(acc_y, 2 * y, 4 * e * y * terms)  # |h@B moved|; |yp + ym|; sum (yp - ym)(yp + ym)
+    # L(+-d) = L + sum (y + dy)^2 - y^2 <= L + e * (2 sum|y| + e terms), a sum of squares (monotone)
+    loss_moved = f.loss + e * (2 * sum_abs_y + e * terms)
     return worst < q20.LIMIT and loss_moved < q20.SQUARES_LIMIT
 
 
@@ -370,17 +375,8 @@ def cells_b(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray) -> N
 
 
 def _proven_b(f: Forward, delta: int) -> bool:
-    """An exact a-priori proof, from the forward's largest magnitudes, that no int64 intermediate of the
-    moved-B computation leaves the safe range and that ``L(+-delta)`` fits int64 as the seed forms it (as
-    :func:`_proven_a` for A: moving ``B[k, j]`` moves only column j of y, T terms)."""
-    T = f.y.shape[0]
-    shift = q20.max_abs(f.h) * delta  # |h * delta|
-    acc_y = q20.max_abs(f.acc_y) + shift  # |h@B +- h*delta|
-    y = q20.max_abs(f.xw) + acc_y // S + 1  # |y moved|
-    e = shift // S + 2  # |y moved - y|: two truncations of sums that differ by at most ``shift``
-    worst = max(acc_y, 2 * y, 4 * e * y * T)  # |h@B moved|; |yp + ym|; sum_t (yp - ym)(yp + ym)
-    loss_moved = f.loss + e * (2 * _sum_abs(f.y) + e * T)  # L + sum_t (y + d)^2 - y^2 over a column, |d| <= e
-    return worst < q20.LIMIT and loss_moved < q20.SQUARES_LIMIT
+    """As :func:`_proven_a`, for B: a cell of B moves h@B's sums by ``h * delta`` in one column of y, T entries."""
+    return _moves_fit(f, q20.max_abs(f.h) * delta, f.y.shape[0], _sum_abs(f.y))
 
 
 def _moved_b_unchecked(f: Forward, delta: int, rows: range, out: np.ndarray) -> None:
@@ -404,9 +400,10 @@ def _moved_b_unchecked(f: Forward, delta: int, rows: range, out: np.ndarray) -> 
 # ---- the fast gradcheck's cells split over a worker pool -------------------------------------------------
 
 #: ``workers=0`` (auto) forks a pool only from this much work (2 x cells x T x DM, what the gradcheck cost
-#: before the memo of moves) up. A pool's start and close cost about 0.04 s on 2 cores; with the memo, in
+#: before the memo of moves) up. A pool's start and close cost 0.02-0.04 s on 2 cores; with the memo, in
 #: whole-array blocks, the gradcheck at xl, the largest preset (T*DM^2*R = 2^29, its loss near int64's
-#: limit), takes about 0.045 s in one process and 0.06 s on two: every preset stays in one process
+#: limit), takes about 0.03 s in one process: every preset stays in one process. From 2^31 up (T=2048 at
+#: DM=256 R=8) two workers make the whole gate 1.2x-1.6x faster
 AUTO_POOL_WORK = 1 << 31
 
 
