@@ -240,16 +240,24 @@ CHECKED_ELEMENTS = 1 << 21
 MOVED_ELEMENTS = 1 << 16
 
 
-def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, tick: Callable[[int], Any]) -> None:
+def x_shifts(m: Model, delta: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``x * delta`` (DM, T), and its distinct values per t with where each cell's +- sits in them (see
+    :func:`_distinct_shifts`): what every column of A needs, made once for all of them."""
+    shift = q20.mul(m.x.T, delta, "x * delta")
+    return (shift, *_distinct_shifts(shift))
+
+
+def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, tick: Callable[[int], Any],
+            shifts: tuple[np.ndarray, ...] | None = None) -> None:
     """Loss differences of the cells of A in ``columns`` (values of k, every row) into ``out`` (DM x R).
     Every cell is independent of the others, so any split gives the same integers; a column's cells share
     their moves of h (see :func:`_moved_a_unchecked`), so a pool splits A by columns, and so does this, in
-    blocks whose distinct moves fit :data:`MOVES_ELEMENTS`. ``tick(n)`` after each piece of n cells."""
+    blocks whose distinct moves fit :data:`MOVES_ELEMENTS`. ``tick(n)`` after each piece of n cells.
+    ``shifts``: :func:`x_shifts` if the caller made it already (a pool, once for its workers)."""
     T = m.x.shape[0]
     sum_abs_y = _sum_abs(f.y)  # exact, for the a-priori proof
-    shift = q20.mul(m.x.T, delta, "x * delta")  # (DM, T)
     # the moves of h[t, k] that the cells (i, k) make: one per distinct value of +-x[t, i] * delta
-    values, where_plus, where_minus = _distinct_shifts(shift)
+    shift, values, where_plus, where_minus = x_shifts(m, delta) if shifts is None else shifts
     block = max(1, MOVES_ELEMENTS // (T * values.shape[1]))
     for k0 in range(columns.start, columns.stop, block):
         ks = slice(k0, min(columns.stop, k0 + block))
@@ -436,6 +444,7 @@ class CellsJob:
     delta: int
     out_a: np.ndarray  #: shared (DM, R)
     out_b: np.ndarray  #: shared (R, DM)
+    shifts: tuple[np.ndarray, ...] | None = None  #: :func:`x_shifts`, made once rather than in every worker
     remote: bool = False  #: a copy on a Dask worker: its tasks return the cells they filled
 
     def __getstate__(self) -> dict:
@@ -448,7 +457,7 @@ def _cells_a_task(ctx: tuple[int, int, int], worker: int) -> np.ndarray | None:
 
     handle, k0, k1 = ctx
     job = resolve(handle)
-    cells_a(job.m, job.f, job.delta, range(k0, k1), job.out_a, lambda n: None)
+    cells_a(job.m, job.f, job.delta, range(k0, k1), job.out_a, lambda n: None, job.shifts)
     return job.out_a[:, k0:k1] if job.remote else None
 
 
@@ -487,7 +496,7 @@ def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers
     DM, R = m.A.shape
     pool = make_pool(executor, workers, None, scheduler)
     try:
-        job = CellsJob(m, f, delta, pool.array((DM, R), np.int64), pool.array((R, DM), np.int64))
+        job = CellsJob(m, f, delta, pool.array((DM, R), np.int64), pool.array((R, DM), np.int64), x_shifts(m, delta))
         for out in (job.out_a, job.out_b):  # a cell no task delivered cannot pass by accident
             out[...] = np.iinfo(np.int64).min
         handle = pool.share(job)

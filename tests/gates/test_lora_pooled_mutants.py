@@ -95,6 +95,18 @@ def test_the_requested_number_of_workers_is_forked(monkeypatch):
     assert (diffs_a.tolist(), diffs_b.tolist()) == (want_a.tolist(), want_b.tolist())
 
 
+def test_x_delta_and_its_distinct_values_are_made_once_for_every_worker(monkeypatch):
+    """Every column of A needs the same sort of +-x * delta: the pool makes it before its workers start, and
+    each task reuses it (threads here, so a call in a task would be counted too)."""
+    calls = _spy(monkeypatch, "x_shifts")
+    monkeypatch.setattr(lora, "diffs_fast_a", _no_fallback)
+    m = lora.init_model(5, 11, 4)
+    f = lora.forward(m)
+    diffs_a, _ = lora.diffs_fast_pooled(m, f, 2097, RunContext(params={}), 2, "thread")
+    assert diffs_a.reshape(-1).tolist() == _expected_diffs(5, 11, 4)[0].tolist()
+    assert calls == [1]
+
+
 @pytest.mark.parametrize("failing", ["_cells_a_task", "_cells_b_task"])
 def test_a_failed_task_falls_back_to_the_same_integers(failing, monkeypatch):
     T, DM, R = 3, 7, 3
