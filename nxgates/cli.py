@@ -579,4 +579,7 @@ def main() -> None:
             except OSError:
                 pass  # a reader gone or a full disk: nothing left to tell anyone
         os._exit(code)
+    import gc
+
+    gc.freeze()  # the run is over: shutdown's last collection need not trace every object (~20 ms of a run)
     sys.exit(code)

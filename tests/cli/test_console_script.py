@@ -73,3 +73,14 @@ def test_junit_and_timeout_through_the_script(tmp_path):
     assert r.stdout.startswith('<?xml version="1.0" encoding="utf-8"?>')
     assert r.stdout.count('<error message="timed out after 0.001 s" type="timeout"') == 2
     assert "RED -- timed out" in r.stderr  # the human report moved to stderr
+
+
+def test_every_line_reaches_a_pipe_before_the_script_exits(tmp_path):
+    """The script skips shutdown's last object walk (gc.freeze): the 768 per-cell lines of -v, made only
+    when shown, and the reports still arrive whole."""
+    r = run("run", "lora", "--preset", "medium", "-v", "--json", "r.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    cells = [line for line in r.stdout.splitlines() if line.startswith("   A (lora) cell ")]
+    assert len(cells) == 384 and cells[-1].startswith("   A (lora) cell 383 ana=")
+    assert r.stdout.rstrip().endswith("no float.")
+    assert json.loads((tmp_path / "r.json").read_text())["gates"][0]["metrics"]["A"]["cells"] == 384
