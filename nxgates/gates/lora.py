@@ -226,13 +226,14 @@ def _moves_fit(f: Forward, moved: int, terms: int, sum_abs_y: int) -> bool:
 
 
 def diffs_fast_a(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
-    """Loss differences for every cell (i, k) of A, batched over i in bounded chunks."""
+    """Loss differences for every cell (i, k) of A (see :func:`cells_a`), counted on the run's progress."""
     out = np.zeros(m.A.shape, dtype=np.int64)
     cells_a(m, f, delta, range(m.A.shape[1]), out, lambda n: (ctx.progress.advance(n), ctx.check_time()))
     return out
 
 
-#: rows of A per chunk are sized so the moves of h, (rows, R, T), hold about this many int64 each
+#: the distinct moves of h of a block of A's columns, (columns, T, V), and on the guarded path the per-cell
+#: moves of a chunk of A's rows, (rows, R, T), hold about this many int64 each
 MOVES_ELEMENTS = 1 << 20
 #: the guarded path's (rows, R, T, DM) temporaries hold about this many int64 each
 CHECKED_ELEMENTS = 1 << 21
