@@ -537,7 +537,7 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
     if not quiet:
         renderer.line(f"# crosscheck {entry.name}: {log} against nxgates at {sizes} ({xc.describe_source(source)})",
                       "bold")
-    for item in report.output.items:
+    for item in report.output.lines():  # Lines made into lines, as the run renderer does
         if hasattr(item, "passed"):
             if not (quiet and item.passed):
                 renderer.line(f"{'PASS' if item.passed else 'FAIL'} {item.name}: {item.detail}",
