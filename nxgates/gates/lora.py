@@ -341,13 +341,9 @@ def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus:
     R, T, V = moves.shape
     DM = B.shape[1]
     ci = where_plus.shape[1]
-    t_step = max(1, min(T, MOVED_ELEMENTS // (V * DM)))
-    k_step = max(1, MOVED_ELEMENTS // (t_step * V * DM)) if t_step == T else 1
-    for k0 in range(0, R, k_step):
-        ks = slice(k0, min(R, k0 + k_step))
-        losses = np.zeros((2, ks.stop - k0, ci), np.int64)  # L(+delta), L(-delta) of the cells (i, k)
-        for t0 in range(0, T, t_step):
-            ts = slice(t0, min(T, t0 + t_step))
+    for ks, t_blocks in _blocks(R, T, V * DM):
+        losses = np.zeros((2, ks.stop - ks.start, ci), np.int64)  # L(+delta), L(-delta) of the cells (i, k)
+        for ts in t_blocks:
             y = moves[ks, ts, :, None] * B[ks, None, None, :]  # (k, t, V, DM): h@B moved
             y += f.acc_y[None, ts, None, :]
             y = q20.tdiv_s_inplace(y)
@@ -357,7 +353,17 @@ def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus:
             losses[0] += g[:, rows, where_plus[ts]].sum(axis=1)
             losses[1] += g[:, rows, where_minus[ts]].sum(axis=1)
         out[:, ks] = (losses[0] - losses[1]).T
-        tick(ci * (ks.stop - k0))
+        tick(ci * (ks.stop - ks.start))
+
+
+def _blocks(R: int, T: int, per: int) -> Iterator[tuple[slice, list[slice]]]:
+    """Blocks of (k, t) whose ``per`` int64 each come to about :data:`MOVED_ELEMENTS`: every t for several k
+    where one k's rows fit, else one k at a time in blocks of t. Yields each block of k with its blocks of t."""
+    t_step = max(1, min(T, MOVED_ELEMENTS // per))
+    k_step = max(1, MOVED_ELEMENTS // (t_step * per))  # 1 unless every t fits
+    t_blocks = [slice(t0, min(T, t0 + t_step)) for t0 in range(0, T, t_step)]
+    for k0 in range(0, R, k_step):
+        yield slice(k0, min(R, k0 + k_step)), t_blocks
 
 
 def diffs_fast_b(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
@@ -393,17 +399,13 @@ def _moved_b_unchecked(f: Forward, delta: int, rows: range, out: np.ndarray) -> 
     of the moved y, in cache-sized blocks of (k, t) without per-operation guards (:func:`_proven_b` holds)."""
     T, DM = f.y.shape
     shift = f.h.T[rows.start : rows.stop] * delta  # (R, T): how far h@B's column moves, per k and t
-    t_step = max(1, min(T, MOVED_ELEMENTS // DM))
-    k_step = max(1, MOVED_ELEMENTS // (t_step * DM))
-    for k0 in range(0, len(rows), k_step):
-        ks = slice(k0, min(len(rows), k0 + k_step))
-        diffs = np.zeros((ks.stop - k0, DM), np.int64)
-        for t0 in range(0, T, t_step):
-            ts = slice(t0, min(T, t0 + t_step))
+    for ks, t_blocks in _blocks(len(rows), T, DM):
+        diffs = np.zeros((ks.stop - ks.start, DM), np.int64)
+        for ts in t_blocks:
             moved = [q20.tdiv_s_inplace(f.acc_y[None, ts] + sign * shift[ks, ts, None]) + f.xw[None, ts]
                      for sign in (1, -1)]  # (k, t, DM): y with B[k, j] moved by +delta, -delta
             diffs += np.einsum("ktj,ktj->kj", moved[0] - moved[1], moved[0] + moved[1])
-        out[rows.start + k0 : rows.start + ks.stop] = diffs
+        out[rows.start + ks.start : rows.start + ks.stop] = diffs
 
 
 # ---- the fast gradcheck's cells split over a worker pool -------------------------------------------------
