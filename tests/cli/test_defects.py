@@ -213,9 +213,9 @@ def test_7_ctrl_c_is_one_line_and_exit_130(tmp_path, executor):
 
 LOST_IN_A_FINALIZER = """
 import os, signal, sys, time, weakref
-from nxgates import cli
+from nxgates.cli import signals
 
-cli._install_stop_handlers()
+signals.install_stop_handlers()
 def callback(_ref):  # the signal arrives while Python runs a weakref callback, where it ignores exceptions
     os.kill(os.getpid(), signal.SIG{name})
     start = time.monotonic()
@@ -247,7 +247,7 @@ def test_a_stop_signal_inside_a_finalizer_is_not_lost(name, raised):
 
 
 def test_other_exceptions_in_a_finalizer_are_printed_as_python_prints_them():
-    script = ("from nxgates import cli\ncli._install_stop_handlers()\n"
+    script = ("from nxgates.cli import signals\nsignals.install_stop_handlers()\n"
               "class Box:\n    def __del__(self):\n        raise ValueError('planted')\nBox()\nprint('went on')\n")
     python = str(Path(SCRIPT).with_name("python"))
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)

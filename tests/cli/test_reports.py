@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 from nxgates.gatekit import GateDef, GateOutput
 from nxgates.registry import GateEntry
-from nxgates.render import RichProgress
+from nxgates.reporting.console import RichProgress
 from nxgates.runner import run_repeated
 
 
@@ -100,7 +100,7 @@ def test_no_progress_or_colour_when_piped(invoke):
 
 
 def test_no_colour_with_no_color_even_on_a_terminal(monkeypatch):
-    from nxgates.render import Renderer
+    from nxgates.reporting.console import Renderer
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -113,7 +113,7 @@ def test_no_colour_with_no_color_even_on_a_terminal(monkeypatch):
 
 def test_verbose_lines_are_formatted_only_where_shown():
     """lora's per-cell lines cost more to format than its gradcheck at xl: made only for -v, in their place."""
-    from nxgates.render import Renderer
+    from nxgates.reporting.console import Renderer
     from nxgates.runner import GateReport
 
     made = []

@@ -1,4 +1,4 @@
-"""The human report: rich colours on a terminal, plain grep-able lines everywhere else.
+"""The human report of a gate run: rich colours on a terminal, plain grep-able lines everywhere else.
 
 rich is imported here only, and only when the stream is a terminal and NO_COLOR is unset.
 """

@@ -1,0 +1,51 @@
+"""The click group of ``nxgates``: commands imported only when used, and every failure one line on stderr
+with a documented exit code (:mod:`nxgates.cli.exits`)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from nxgates.cli.exits import carried_past_click, exit_code_of
+
+
+class NxGroup(click.Group):
+    """A click group whose commands live in their own modules, named in ``lazy_commands`` as
+    ``"module:attribute"``: ``nxgates run`` imports the run command alone."""
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, str] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands and cmd_name not in self.commands:
+            module, attribute = self.lazy_commands[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, OSError) as exc:
+            carried = carried_past_click(exc)
+            if carried is exc:
+                raise
+            raise carried from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        debug = "--debug" in (sys.argv[1:] if args is None else list(args))
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "nxgates", complete_var=complete_var,
+                              standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except (KeyboardInterrupt, Exception) as exc:
+            code = exit_code_of(exc, debug)
+        if standalone_mode:
+            sys.exit(code)
+        return code

@@ -1,0 +1,120 @@
+"""``nxgates run GATES``: run gates, print PASS/FAIL lines and verdicts, write the JSON and JUnit reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from nxgates.cli.options import (
+    MAX_REPEAT,
+    OnceOption,
+    config_option,
+    debug_option,
+    distinct_files,
+    load_registry,
+    refuse_two_on_stdout,
+    timeout_option,
+)
+from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, ConfigError
+
+#: the options only some gates take, as (run_cmd's parameter, the flag a user typed)
+GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"), ("scheduler", "--scheduler"))
+
+
+@click.command("run")
+@click.argument("gates", nargs=-1, required=True)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a parameter (repeatable; GATE.KEY=VALUE targets one gate).")
+@click.option("--preset", cls=OnceOption, default=None, metavar="NAME",
+              help="Parameter preset (see `nxgates show GATE`).")
+@config_option
+@click.option("--json", "json_path", cls=OnceOption, default=None, metavar="PATH",
+              help="Write the JSON report here ('-' = stdout; the human report then goes to stderr).")
+@click.option("--junit", "junit_path", cls=OnceOption, default=None, metavar="PATH",
+              help="Write a JUnit XML report here ('-' = stdout; the human report then goes to stderr).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only FAIL lines and verdicts.")
+@click.option("-v", "--verbose", is_flag=True, help="Print per-cell detail.")
+@click.option("--repeat", cls=OnceOption, type=click.IntRange(min=1, max=MAX_REPEAT), default=1, show_default=True,
+              help="Run each gate N times; FAIL unless every run agrees (flake hunting).")
+@timeout_option("Per-gate time limit, all --repeat runs included; a gate past it FAILs (timed out). "
+                "inf = no limit.")
+@click.option("--inject", "fault", cls=OnceOption, default=None, metavar="FAULT",
+              help="Plant a named defect; the gate must then FAIL (see `nxgates show GATE`). One per run.")
+@click.option("--executor", cls=OnceOption, default=None, metavar="NAME",
+              help="Shorthand for --set executor=NAME (gates with a worker pool: auto|thread|process|dask).")
+@click.option("--scheduler", cls=OnceOption, default=None, metavar="ADDRESS",
+              help="parallel-grad, dp-train, lora: run on this Dask cluster (executor=dask; default: "
+                   "$NXGATES_DASK_SCHEDULER, else a LocalCluster).")
+@click.option("--save-grads", cls=OnceOption, default=None, metavar="PATH",
+              help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
+@click.option("--compare-grads", cls=OnceOption, default=None, metavar="PATH",
+              help="parallel-grad: add check T4, gradients bit-identical to a saved .npy.")
+@debug_option
+def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
+            json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
+            timeout: float | None, fault: str | None, executor: str | None, scheduler: str | None,
+            save_grads: str | None, compare_grads: str | None, debug: bool) -> int:
+    """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
+    from nxgates import registry
+    from nxgates.cli.exits import stop_reason
+    from nxgates.cli.signals import signals_held
+    from nxgates.reporting import files
+    from nxgates.reporting.console import Renderer, RichProgress
+    from nxgates.runner import exit_code, run_repeated
+
+    if quiet and verbose:
+        raise ConfigError("-q/--quiet and -v/--verbose cannot be combined")
+    reg = load_registry(config)
+    entries = reg.select(gates)
+    if executor is not None:
+        sets = (*sets, f"executor={executor}")
+    params = registry.effective_params(entries, preset, sets)
+    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler}
+    for opt, flag in GATE_OPTIONS:
+        if options[opt] is not None and not any(opt in e.gate.options for e in entries):
+            raise ConfigError(f"{flag} applies to none of: {', '.join(e.name for e in entries)}")
+    if fault is not None:
+        for e in entries:
+            if fault not in e.gate.faults:
+                known = ", ".join(e.gate.faults) or "none"
+                raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
+    refuse_two_on_stdout(json_path, junit_path)
+    distinct_files({"--json": json_path, "--junit": junit_path, "--save-grads": save_grads,
+                    "--compare-grads": compare_grads})
+    files.check_writable(json_path, "--json")
+    files.check_writable(junit_path, "--junit")
+    files.check_writable(save_grads, "--save-grads")
+
+    from nxgates.streams import check_written, human_stream, require_stdout
+
+    if "-" in (json_path, junit_path):
+        require_stdout("the report")
+    human = human_stream(to_stderr="-" in (json_path, junit_path))
+    renderer = Renderer(human, quiet=quiet, verbose=verbose)
+    for warning in registry.repeated_sets(sets):
+        click.echo(f"nxgates: warning: {warning}", err=True)
+    done = []
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        for e in entries:
+            progress = RichProgress(human) if renderer.console is not None else None
+            report = run_repeated(e, params[e.name], repeat, fault=fault, timeout=timeout, progress=progress,
+                                  options={k: v for k, v in options.items() if k in e.gate.options})
+            done.append(report)
+            renderer.gate(report)
+            if report.traceback and debug:
+                click.echo(report.traceback, err=True)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated)
+        interrupted = exc
+        click.echo(f"nxgates: {stop_reason(exc)[0]}; writing the reports of finished gates", err=True)
+    with signals_held():  # a second Ctrl-C or SIGTERM must not leave a report half written
+        renderer.summary(done)
+        files.write_reports(done, json_path=json_path, junit_path=junit_path, interrupted=interrupted is not None)
+    check_written(human)
+    if interrupted is not None:
+        return stop_reason(interrupted)[1]
+    code = exit_code(done)
+    if code == EXIT_INTERNAL:
+        click.echo("nxgates: internal error in a gate (run with --debug for the traceback)", err=True)
+    return code if done else EXIT_FAIL

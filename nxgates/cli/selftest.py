@@ -1,0 +1,53 @@
+"""``nxgates selftest [GATES]``: every gate run clean (must pass) and with each planted fault (must fail)."""
+
+from __future__ import annotations
+
+import click
+
+from nxgates.cli.options import OnceOption, config_option, debug_option, load_registry, timeout_option
+from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL
+
+
+@click.command("selftest")
+@click.argument("gates", nargs=-1)
+@config_option
+@click.option("--json", "json_path", cls=OnceOption, default=None, metavar="PATH",
+              help="Write the kill table and every run as JSON ('-' = stdout).")
+@timeout_option("Per-run time limit (inf = no limit).")
+@debug_option
+def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | None, timeout: float | None,
+                 debug: bool) -> int:
+    """Prove every gate can fail: run each clean (must PASS) and with each planted fault (must FAIL).
+
+    Exits 0 only when every clean run passes and every fault is caught by the checks it names.
+    """
+    from nxgates import registry
+    from nxgates.reporting import files
+    from nxgates.reporting.console import Renderer
+    from nxgates.reporting.selftest import KillTable, selftest_json_text
+    from nxgates.runner import KillRow, selftest
+
+    reg = load_registry(config)
+    entries = reg.select(gates or ("all",))
+    params = registry.effective_params(entries, None, ())
+    files.check_writable(json_path, "--json")
+    from nxgates.streams import check_written, human_stream, require_stdout
+
+    if json_path == "-":
+        require_stdout("the report")
+    table = KillTable(Renderer(human_stream(to_stderr=json_path == "-")))
+    table.header()
+
+    def show(row: KillRow) -> None:
+        table.row(row)
+        if row.report.traceback and debug:
+            click.echo(row.report.traceback, err=True)
+
+    rows = selftest(entries, params, timeout, on_row=show)
+    ok = table.summary(rows)
+    if json_path:
+        files.write_text(json_path, selftest_json_text(rows), "--json")
+    check_written(table.renderer.stream)
+    if any(r.report.error_kind == "crash" for r in rows):
+        return EXIT_INTERNAL
+    return 0 if ok else EXIT_FAIL

@@ -1,0 +1,43 @@
+"""The JSON report: a stable interface, one document per ``run`` or ``crosscheck``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nxgates import __version__
+from nxgates.runner import GateReport
+
+
+def to_json(reports: list[GateReport], interrupted: bool = False) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "nxgates": __version__,
+        "passed": bool(reports) and not interrupted and all(r.passed for r in reports),
+        "gates": [gate_json(r) for r in reports],
+    }
+    if interrupted:
+        doc["interrupted"] = True
+    return doc
+
+
+def gate_json(r: GateReport) -> dict[str, Any]:
+    """One gate run as the ``gates`` items of every JSON document (``run``, ``crosscheck``, ``selftest``)."""
+    return {
+        "name": r.name,
+        "passed": r.passed,
+        "seconds": round(r.seconds, 6),
+        "params": dict(r.params),
+        "fault": r.fault,
+        "error": r.error,
+        "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in r.output.checks],
+        "metrics": r.output.metrics,
+    }
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    """The text every JSON report is written as: indented, one trailing newline."""
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def json_text(reports: list[GateReport], interrupted: bool = False) -> str:
+    return dumps(to_json(reports, interrupted))

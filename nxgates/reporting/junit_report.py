@@ -1,0 +1,42 @@
+"""JUnit XML for CI systems: one <testsuite> per gate, one <testcase> per check."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from nxgates.runner import GateReport
+
+
+def to_junit(reports: list[GateReport]) -> ET.Element:
+    """One <testsuite> per gate, one <testcase> per check; <failure> for a FAIL, <error> for crash/timeout."""
+    suites = ET.Element("testsuites", name="nxgates")
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    for r in reports:
+        checks = r.output.checks
+        failures = sum(not c.passed for c in checks) if r.error is None else 0
+        errors = 1 if r.error is not None else 0
+        suite = ET.SubElement(
+            suites, "testsuite", name=r.name, tests=str(len(checks)), failures=str(failures),
+            errors=str(errors), skipped="0", time=f"{r.seconds:.6f}",
+        )
+        for c in checks:
+            case = ET.SubElement(suite, "testcase", classname=f"nxgates.{r.name}", name=c.name,
+                                 time=f"{c.seconds:.6f}")
+            if r.error is not None:
+                err = ET.SubElement(case, "error", message=r.error, type=r.error_kind or "error")
+                err.text = r.traceback or r.error
+            elif not c.passed:
+                fail = ET.SubElement(case, "failure", message=c.detail or c.name, type="GateCheckFailed")
+                fail.text = c.detail
+        totals["tests"] += len(checks)
+        totals["failures"] += failures
+        totals["errors"] += errors
+    for key, value in totals.items():
+        suites.set(key, str(value))
+    return suites
+
+
+def junit_text(reports: list[GateReport]) -> str:
+    root = to_junit(reports)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
