@@ -1,6 +1,6 @@
 """The packaged gates.toml's parse, cached the way Python caches bytecode.
 
-Importing tomllib and parsing gates.toml cost about 4 ms of every start-up (issue 11), for a file that
+Importing tomllib and parsing gates.toml cost a few milliseconds of every start-up, for a file that
 only changes when nxgates does. The cache holds the exact text it was made from and what ``tomllib.loads``
 made of it, marshalled; it is used only when that text equals the file's text now, character for character,
 so an edited gates.toml is never answered from an old parse. A cache that is missing, stale, truncated,

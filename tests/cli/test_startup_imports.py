@@ -1,4 +1,4 @@
-"""Start-up (issue 11): `nxgates run lora` imports only what its run uses. Which modules, never how long it
+"""Start-up: `nxgates run lora` imports only what its run uses. Which modules, never how long it
 takes (benchmarks/bench.py times it)."""
 
 import subprocess
