@@ -1,4 +1,5 @@
 import pytest
+from click.testing import CliRunner
 
 from nxgates.gatekit import RunContext
 
@@ -11,3 +12,16 @@ def lora_params():
 
 def ctx(params, fault=None, **options):
     return RunContext(params=dict(params), fault=fault, options=options)
+
+
+@pytest.fixture
+def invoke(tmp_path, monkeypatch):
+    """Run the CLI in-process from an empty directory (so the packaged gates.toml is the registry)."""
+    from nxgates.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+
+    def _invoke(*args):
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    return _invoke

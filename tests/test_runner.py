@@ -1,4 +1,4 @@
-"""The runner's time limit: one deadline per gate, whatever --repeat says."""
+"""The runner: --repeat's agreement, and one deadline per gate whatever --repeat says."""
 
 import time
 
@@ -126,3 +126,24 @@ def test_a_thread_the_system_refuses_is_a_resource_error_not_a_crash():
         raise RuntimeError("a bug")
 
     assert run_gate(entry_running(buggy), {}).error_kind == "crash"
+
+
+def flaky_entry():
+    """A stand-in gate whose numbers change on every run: what --repeat exists to catch."""
+    runs = iter(range(100))
+
+    def run(ctx):
+        out = GateOutput()
+        out.check("always passes", True)
+        out.digest = f"run-{next(runs) % 2}"
+        return out
+
+    gate = GateDef(params={}, checks=("always passes",), run=run)
+    return GateEntry.of("flaky", gate, {})
+
+
+def test_repeat_fails_when_runs_disagree():
+    report = run_repeated(flaky_entry(), {}, 4)
+    assert not report.passed
+    (check,) = [c for c in report.output.checks if c.name.startswith("repeat")]
+    assert not check.passed and check.detail.startswith("2/4 runs agreed")

@@ -1,12 +1,10 @@
 """The installed ``nxgates`` console script in a subprocess: what CI actually runs."""
 
 import json
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-SCRIPT = shutil.which("nxgates", path=str(Path(sys.executable).parent)) or "nxgates-not-installed"
+from tests.helpers import SCRIPT
 
 
 def run(*args, cwd):

@@ -9,9 +9,7 @@ from hypothesis import strategies as st
 
 from nxgates.cli import cli
 from nxgates.gates import lora
-
-GOOD_TABLE = ('[gates.lora]\nmodule = "lora"\ndescription = "d"\n'
-              "params = { T = 3, DM = 6, R = 2, delta = 2097, tol_permil = 70, algorithm = 'fast' }\n")
+from tests.helpers import GOOD_TABLE
 
 
 def run(tmp_path, *args, config=None):

@@ -1,10 +1,12 @@
-"""The CLI through click's CliRunner: output lines, exit codes, the JSON schema, bad --set values."""
+"""nxgates run: output lines, exit codes, the JSON report's schema, --set, --repeat and the gradient files."""
 
 import json
 
+import numpy as np
 import pytest
 
 from nxgates import __version__
+from tests.helpers import assert_usage_error, run_in_process, run_script
 
 
 def test_run_lora_passes_with_seed_lines(invoke):
@@ -98,17 +100,6 @@ def test_set_changes_sizes_and_is_reported(invoke):
     assert (params["DM"], params["R"]) == (9, 3)
 
 
-def test_list_show_version(invoke):
-    r = invoke("list")
-    assert r.exit_code == 0 and "lora" in r.stdout and "lora-gradcheck" in r.stdout
-    r = invoke("show", "lora-gradcheck")
-    assert r.exit_code == 0
-    for text in ("delta", "2097", "int in [1,", "presets", "large", "base W frozen", "grad-bug"):
-        assert text in r.stdout
-    r = invoke("--version")
-    assert r.exit_code == 0 and __version__ in r.stdout
-
-
 def test_verbose_shows_every_cell(invoke):
     r = invoke("run", "lora", "-v")
     assert r.exit_code == 0
@@ -164,3 +155,48 @@ def test_json_metrics_of_parallel_grad(invoke):
     for key in ("workers", "tasks_completed", "distinct_workers", "bit_mismatches", "nonzero_cells",
                 "total_cells", "grads_sha256", "serial_seconds", "parallel_seconds"):
         assert key in m
+
+
+def test_repeat_reports_agreement(invoke):
+    r = invoke("run", "lora", "parallel-grad", "--repeat", "3", "--json", "-")
+    assert r.exit_code == 0
+    for gate in json.loads(r.stdout)["gates"]:
+        (check,) = [c for c in gate["checks"] if c["name"] == "repeat: 3 runs agree"]
+        assert check["passed"] and check["detail"].startswith("3/3 runs agreed")
+
+
+def test_compare_grads_big_endian_file_and_devices(tmp_path):
+    assert run_script("run", "parallel-grad", "--save-grads", "g.npy", cwd=tmp_path).returncode == 0
+    grads = np.load(tmp_path / "g.npy")
+    np.save(tmp_path / "be.npy", grads.astype(">f4"))
+    r = run_script("run", "parallel-grad", "--compare-grads", "be.npy", cwd=tmp_path)
+    assert r.returncode == 0 and " PASS T4 grads BIT-IDENTICAL to the saved file" in r.stdout
+    flipped = grads.copy()
+    flipped.view(np.uint32)[3, 5] ^= 1  # one bit of one cell
+    np.save(tmp_path / "be-flipped.npy", flipped.astype(">f4"))
+    r = run_script("run", "parallel-grad", "--compare-grads", "be-flipped.npy", cwd=tmp_path)
+    assert r.returncode == 1 and " FAIL T4 grads BIT-IDENTICAL to the saved file -- 1 cells differ" in r.stdout
+    assert_usage_error(run_script("run", "parallel-grad", "--compare-grads", "/dev/zero", cwd=tmp_path),
+                       "--compare-grads /dev/zero: not a regular file")
+    np.save(tmp_path / "f8.npy", grads.astype("f8"))
+    assert_usage_error(run_in_process("run", "parallel-grad", "--compare-grads", "f8.npy", cwd=tmp_path),
+                       "expected float32, got float64")
+    np.savez(tmp_path / "g.npz", grads=grads)
+    assert_usage_error(run_in_process("run", "parallel-grad", "--compare-grads", "g.npz", cwd=tmp_path),
+                       "an .npz archive, not an .npy array")
+
+
+@pytest.mark.parametrize("executor, pool", [("thread", "thread pool"), ("process", "process pool")])
+def test_the_banner_names_the_executor_used(tmp_path, executor, pool):
+    r = run_script("run", "parallel-grad", "--executor", executor, cwd=tmp_path)
+    assert r.returncode == 0
+    assert f"trains DATA-PARALLEL on the {pool}; per-example grads" in r.stdout.splitlines()[1]
+
+
+def test_lora_json_counts_the_cells_that_passed(tmp_path):
+    green = json.loads(run_script("run", "lora", "--json", "-", cwd=tmp_path).stdout)["gates"][0]["metrics"]
+    assert (green["A"]["cells_passed"], green["B"]["cells_passed"]) == (12, 12)
+    assert green["A"]["passed"] is True
+    red = json.loads(run_script("run", "lora", "--json", "-", "--inject", "grad-bug", cwd=tmp_path).stdout)
+    a = red["gates"][0]["metrics"]["A"]
+    assert a["passed"] is False and 0 <= a["cells_passed"] < a["cells"] == 12

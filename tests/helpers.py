@@ -1,0 +1,54 @@
+"""Helpers several test modules share (test modules never import each other)."""
+
+# cli
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+#: the installed console script: what a user and CI run
+SCRIPT = shutil.which("nxgates", path=str(Path(sys.executable).parent)) or "nxgates-not-installed"
+
+#: a ./gates.toml holding lora at the seed's sizes, to edit into a broken one
+GOOD_TABLE = ('[gates.lora]\nmodule = "lora"\ndescription = "d"\n'
+              "params = { T = 3, DM = 6, R = 2, delta = 2097, tol_permil = 70, algorithm = 'fast' }\n")
+
+
+def run_script(*args, cwd, stdin=subprocess.DEVNULL, timeout=60):
+    """The console script in a subprocess."""
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, stdin=stdin, timeout=timeout)
+
+
+def run_in_process(*args, cwd):
+    """The same CLI in-process (no interpreter start-up), with the attributes of :func:`run_script`'s result:
+    for the variants of a behaviour already pinned through the console script."""
+    from click.testing import CliRunner
+
+    from nxgates.cli import cli
+
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(here)
+    return SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
+
+
+def shell(command, cwd, timeout=60):
+    """``command`` in sh with $NX the console script: for redirections such as ``>&-``."""
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env={**os.environ, "NX": SCRIPT})
+
+
+def assert_usage_error(r, *fragments):
+    """Exit 2, nothing on stdout, one line on stderr holding every fragment."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nxgates: error: "), r.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
