@@ -8,10 +8,13 @@ import tomllib
 from nxgates import registry, tomlcache
 
 #: imported by a run only for other paths: hashing (--repeat reads the digest), parsing gates.toml (its
-#: parse is cached), plugins' entry points, pools, JSON and JUnit reports, rich (stdout is not a terminal);
-#: numpy.ma (15 ms), which np.unique imports when asked for the values alone, is needed by nothing
+#: parse is cached), plugins' entry points, pools, JSON and JUnit reports, rich (stdout is not a terminal),
+#: the other commands; numpy.ma (15 ms), which np.unique imports when asked for the values alone, is needed
+#: by nothing
 NOT_NEEDED = ("hashlib", "tomllib", "importlib.metadata", "nxgates.core.pool", "concurrent.futures",
-              "multiprocessing", "json", "xml.etree.ElementTree", "rich.console", "nxgates.plugins", "numpy.ma")
+              "multiprocessing", "json", "xml.etree.ElementTree", "rich.console", "nxgates.plugins", "numpy.ma",
+              "nxgates.reporting.json_report", "nxgates.reporting.junit_report", "nxgates.registry.plugin_gates",
+              "nxgates.cli.list_show", "nxgates.cli.selftest", "nxgates.cli.crosscheck")
 
 CODE = """
 import sys
@@ -43,7 +46,7 @@ def test_run_lora_imports_nothing_it_does_not_use(tmp_path):
     assert tomlcache.write(cache, text, tomllib.loads(text))
     code, modules = imported_by_run_lora(tmp_path, cache)
     assert code == 0
-    assert "nxgates.gates.lora" in modules  # the run happened, and is seen
+    assert "nxgates.gates.lora" in modules and "nxgates.cli.run" in modules  # the run happened, and is seen
     assert sorted(m for m in NOT_NEEDED if m in modules) == []
     assert not any(m.startswith("nxgates.gates.") and m != "nxgates.gates.lora" for m in modules)
 
