@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -30,6 +31,7 @@ class NxGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Ctrl-C and output errors leave a command as exceptions click passes on untouched."""
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, OSError) as exc:
@@ -38,7 +40,9 @@ class NxGroup(click.Group):
                 raise
             raise carried from None
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """click's main, but every ending is an exit code (returned, or exited with when standalone)."""
         debug = "--debug" in (sys.argv[1:] if args is None else list(args))
         try:
             rv = super().main(args=args, prog_name=prog_name or "nxgates", complete_var=complete_var,

@@ -10,6 +10,7 @@ from nxgates.runner import GateReport
 
 
 def to_json(reports: list[GateReport], interrupted: bool = False) -> dict[str, Any]:
+    """The document: passed only when at least one gate ran, every gate passed and nothing stopped the run."""
     doc: dict[str, Any] = {
         "nxgates": __version__,
         "passed": bool(reports) and not interrupted and all(r.passed for r in reports),
@@ -40,4 +41,5 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def json_text(reports: list[GateReport], interrupted: bool = False) -> str:
+    """What ``--json`` writes."""
     return dumps(to_json(reports, interrupted))

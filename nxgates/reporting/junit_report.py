@@ -37,6 +37,7 @@ def to_junit(reports: list[GateReport]) -> ET.Element:
 
 
 def junit_text(reports: list[GateReport]) -> str:
+    """What ``--junit`` writes: indented, with the XML declaration CI parsers expect."""
     root = to_junit(reports)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
