@@ -1,14 +1,15 @@
-"""Runs gates and turns each run into a :class:`GateReport`: passed, failed, timed out or crashed."""
+"""Runs a gate, once or ``--repeat`` times, and turns each run into a :class:`GateReport`: passed, failed,
+timed out or crashed."""
 
 from __future__ import annotations
 
 import errno
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError, refused_a_resource
-from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext, Variant
+from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
 from nxgates.registry import GateEntry
 
 
@@ -146,41 +147,3 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
 
 def _signature(report: GateReport) -> tuple:
     return tuple((c.name, c.passed) for c in report.output.checks), report.output.digest
-
-
-class KillRow(NamedTuple):  # immutable: a NamedTuple costs start-up less than a dataclass
-    """One selftest row: a gate run clean (``fault`` None, must pass) or with a planted fault (must fail)."""
-
-    gate: str
-    fault: str | None
-    report: GateReport
-    expected: tuple[str, ...] = ()
-    variant: str = ""  #: the selftest variant's label ("" = the gate's defaults)
-
-    @property
-    def failed_checks(self) -> list[str]:
-        return [c.name for c in self.report.output.checks if not c.passed]
-
-    @property
-    def ok(self) -> bool:
-        if self.fault is None:
-            return self.report.passed
-        failed = set(self.failed_checks)
-        return self.report.error is None and not self.report.passed and failed >= set(self.expected)
-
-
-def selftest(entries: list[GateEntry], params: dict[str, dict[str, ParamValue]], timeout: float | None,
-             on_row: Any = None) -> list[KillRow]:
-    """Every gate clean, then with each of its faults: the liar-kill table."""
-    rows = []
-    for entry in entries:
-        faults = [(None, None), *entry.gate.faults.items()]
-        for variant in (Variant("", {}), *entry.gate.selftest_variants()):
-            with variant.session():
-                for fault, spec in faults:
-                    report = run_gate(entry, {**params[entry.name], **variant.params}, fault=fault, timeout=timeout)
-                    row = KillRow(entry.name, fault, report, spec.caught_by if spec else (), variant.label)
-                    rows.append(row)
-                    if on_row is not None:
-                        on_row(row)
-    return rows

@@ -25,7 +25,7 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     from nxgates.reporting import files
     from nxgates.reporting.console import Renderer
     from nxgates.reporting.selftest import KillTable, selftest_json_text
-    from nxgates.runner import KillRow, selftest
+    from nxgates.selftest import KillRow, selftest
 
     reg = load_registry(config)
     entries = reg.select(gates or ("all",))

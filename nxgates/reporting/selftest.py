@@ -6,7 +6,7 @@ from typing import Any
 
 from nxgates import __version__
 from nxgates.reporting.console import Renderer
-from nxgates.runner import KillRow
+from nxgates.selftest import KillRow
 
 
 class KillTable:

@@ -6,7 +6,8 @@ import json
 from nxgates.gatekit import GateOutput
 from nxgates.reporting.console import Renderer
 from nxgates.reporting.selftest import KillTable, selftest_json_text
-from nxgates.runner import GateReport, KillRow
+from nxgates.runner import GateReport
+from nxgates.selftest import KillRow
 
 
 def report(*checks):
