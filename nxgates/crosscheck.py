@@ -272,23 +272,17 @@ def lora_figures(log: ParsedLog, ctx: RunContext) -> list[Figure]:
     """Every figure of a lora log against lora.py's forward, backward and gradcheck at ``ctx.params``."""
     import numpy as np
 
-    from nxgates.core import q20
-    from nxgates.gates import lora
+    from nxgates.core import lora, q20
+    from nxgates.gates.lora.gradcheck import gradcheck_adapter
 
     p = ctx.params
     T, DM, R, delta, tol = p["T"], p["DM"], p["R"], p["delta"], p["tol_permil"]
     try:
         m = lora.init_model(T, DM, R)
         f = lora.forward(m)
-        dA, dB = lora.backward(m, f)
-        if p["algorithm"] == "naive":
-            diffs = [lora.diffs_naive(m, m.A, delta, ctx), lora.diffs_naive(m, m.B, delta, ctx)]
-        else:
-            diffs = [lora.diffs_fast_a(m, f, delta, ctx), lora.diffs_fast_b(m, f, delta, ctx)]
+        checks = gradcheck_adapter(m, f, lora.backward(m, f), delta, tol, ctx, p["algorithm"])
     except q20.Q20Overflow as exc:
         raise ResourceError(f"lora at T={T} DM={DM} R={R} delta={delta}: {exc}") from None
-    checks = [lora.judge(name, g, d, delta, tol) for name, g, d in zip(("A (lora)", "B (lora)"), (dA, dB), diffs,
-                                                                      strict=True)]
     trained = 2 * DM * R
     banner, params = log.one("banner"), log.one("params")
     figs = [

@@ -7,11 +7,16 @@ import re
 import numpy as np
 import pytest
 
+from nxgates.core import lora as core_lora
 from nxgates.core import q20
 from nxgates.core.q20 import S
 from nxgates.errors import ConfigError, GateTimeout, ResourceError
 from nxgates.gatekit import Progress, RunContext
-from nxgates.gates import lora
+from nxgates.gates.lora import fast as lora_fast
+from nxgates.gates.lora import footprint as lora_footprint
+from nxgates.gates.lora import gate as lora_gate
+from nxgates.gates.lora import gradcheck as lora_gradcheck
+from nxgates.gates.lora.footprint import chunk_elements
 from tests.conftest import ctx
 from tests.gates.seed_lora import cdiv, python_int_loss, seed_lora
 
@@ -28,7 +33,7 @@ def checks(out):
 
 @pytest.mark.parametrize("algorithm", ["fast", "naive"])
 def test_the_report_at_an_odd_size(algorithm):
-    out = lora.run(ctx({**ODD, "algorithm": algorithm}))
+    out = lora_gate.run(ctx({**ODD, "algorithm": algorithm}))
     seed = seed_lora(2, 5, 2, 2097, 70)
     assert lines(out) == [
         "=== nx_intfp_lora_gradcheck: LoRA parameter-efficient fine-tuning (rank 2) in Q20 INTEGER, no float ===",
@@ -42,9 +47,9 @@ def test_the_report_at_an_odd_size(algorithm):
         " LoRA gradcheck: 20/20 cells correct",
     ]
     assert checks(out) == {
-        lora.CHECK_A: (True, "10/10 cells within 70permil (worst=1permil)"),
-        lora.CHECK_B: (True, "10/10 cells within 70permil (worst=0permil)"),
-        lora.CHECK_FROZEN: (True, "W bit-identical after the run (25 cells)"),
+        lora_gate.CHECK_A: (True, "10/10 cells within 70permil (worst=1permil)"),
+        lora_gate.CHECK_B: (True, "10/10 cells within 70permil (worst=0permil)"),
+        lora_gate.CHECK_FROZEN: (True, "W bit-identical after the run (25 cells)"),
     }
     verbose = lines(out, "verbose")
     assert len(verbose) == 20
@@ -60,18 +65,18 @@ def test_the_report_at_an_odd_size(algorithm):
 
 
 def test_detail_lines_name_exactly_the_cells_above_the_tolerance():
-    out = lora.run(ctx({**ODD, "tol_permil": 0}))
+    out = lora_gate.run(ctx({**ODD, "tol_permil": 0}))
     seed = seed_lora(2, 5, 2, 2097, 0)
     above = [i for i in range(10) if lines(out, "verbose")[i].endswith("rel=1")]
     assert above == [2, 3, 6, 7]
     assert lines(out, "detail") == [
         f" A (lora) cell {i} ana={seed['A']['analytic'][i]} num={seed['A']['numeric'][i]} rel=1" for i in above]
-    assert checks(out)[lora.CHECK_A] == (False, "6/10 cells within 0permil (worst=1permil)")
-    assert lora.run(ctx({**ODD, "tol_permil": 1})).checks[0].passed  # rel == tol passes
+    assert checks(out)[lora_gate.CHECK_A] == (False, "6/10 cells within 0permil (worst=1permil)")
+    assert lora_gate.run(ctx({**ODD, "tol_permil": 1})).checks[0].passed  # rel == tol passes
 
 
 def test_the_digest_fingerprints_the_loss_and_every_integer():
-    out = lora.run(ctx(ODD))
+    out = lora_gate.run(ctx(ODD))
     h = hashlib.sha256(str(out.metrics["loss_q"]).encode())
     for key in ("A", "B"):
         h.update(np.array(out.metrics[key]["analytic"], dtype="<i8").tobytes())
@@ -82,11 +87,11 @@ def test_the_digest_fingerprints_the_loss_and_every_integer():
 def test_the_digest_is_hashed_only_when_read(monkeypatch):
     """Start-up: a single run never reads the digest (--repeat does), so it never imports hashlib."""
     calls = []
-    digest = lora._digest
-    monkeypatch.setattr(lora, "_digest", lambda *args: calls.append(1) or digest(*args))
-    out = lora.run(ctx(ODD))
+    digest = lora_gate._digest
+    monkeypatch.setattr(lora_gate, "_digest", lambda *args: calls.append(1) or digest(*args))
+    out = lora_gate.run(ctx(ODD))
     assert calls == []
-    assert out.digest == out.digest == lora.run(ctx({**ODD, "algorithm": "naive"})).digest
+    assert out.digest == out.digest == lora_gate.run(ctx({**ODD, "algorithm": "naive"})).digest
     assert calls == [1, 1]
 
 
@@ -100,7 +105,7 @@ def analytic(out, key):
 @pytest.mark.parametrize("size", [(2, 5, 2), (3, 6, 2)])  # cell 0 of A positive, then negative
 def test_grad_bug_moves_one_cell_of_a_by_a_tenth_of_max_grad(size):
     params = {**ODD, "T": size[0], "DM": size[1], "R": size[2]}
-    clean, bug = lora.run(ctx(params)), lora.run(ctx(params, fault="grad-bug"))
+    clean, bug = lora_gate.run(ctx(params)), lora_gate.run(ctx(params, fault="grad-bug"))
     want = analytic(clean, "A").copy()
     want[0] += max(abs(v) for v in want) // 10
     assert analytic(bug, "A") == want
@@ -108,53 +113,54 @@ def test_grad_bug_moves_one_cell_of_a_by_a_tenth_of_max_grad(size):
 
 
 def test_grad_bug_moves_a_cell_by_one_when_every_gradient_is_tiny():
-    m = lora.init_model(1, 1, 1)
-    dA, _ = lora.backward(m, lora.forward(m))
-    bugged, _ = lora.backward(m, lora.forward(m), "grad-bug")
+    m = core_lora.init_model(1, 1, 1)
+    f = core_lora.forward(m)
+    dA, _ = core_lora.backward(m, f)
+    bugged, _ = lora_gate.planted_gradients("grad-bug", f, *core_lora.backward(m, f))
     assert int(bugged[0, 0]) - int(dA[0, 0]) == max(1, abs(int(dA[0, 0])) // 10)
 
 
 def test_missing_rescale_leaves_one_product_of_db_undivided():
-    m = lora.init_model(2, 5, 2)
-    f = lora.forward(m)
-    _, dB = lora.backward(m, f)
-    _, bad = lora.backward(m, f, "missing-rescale")
+    m = core_lora.init_model(2, 5, 2)
+    f = core_lora.forward(m)
+    _, dB = core_lora.backward(m, f)
+    _, bad = lora_gate.planted_gradients("missing-rescale", f, *core_lora.backward(m, f))
     term = int(f.h[0, 0]) * 2 * int(f.y[0, 0])
     want = dB.copy()
     want[0, 0] += term - cdiv(term, S)
     assert bad.tolist() == want.tolist()
-    out = lora.run(ctx(ODD, fault="missing-rescale"))
+    out = lora_gate.run(ctx(ODD, fault="missing-rescale"))
     assert [c.passed for c in out.checks] == [True, False, True]
 
 
 def test_transposed_b_writes_db_with_swapped_indices():
-    m = lora.init_model(2, 5, 2)
-    f = lora.forward(m)
-    _, dB = lora.backward(m, f)
-    _, bad = lora.backward(m, f, "transposed-b")
+    m = core_lora.init_model(2, 5, 2)
+    f = core_lora.forward(m)
+    _, dB = core_lora.backward(m, f)
+    _, bad = lora_gate.planted_gradients("transposed-b", f, *core_lora.backward(m, f))
     assert bad.shape == dB.shape
     assert bad.reshape(-1).tolist() == dB.T.reshape(-1).tolist()
 
 
 def test_train_base_reports_how_many_cells_of_w_moved():
-    out = lora.run(ctx(ODD, fault="train-base"))
-    assert checks(out)[lora.CHECK_FROZEN] == (False, "1 of 25 cells of W changed during the run")
+    out = lora_gate.run(ctx(ODD, fault="train-base"))
+    assert checks(out)[lora_gate.CHECK_FROZEN] == (False, "1 of 25 cells of W changed during the run")
     assert out.red.startswith("NX-INTFP-LORA verdict=RED 20/20")
 
 
 def test_train_base_at_the_smallest_size_moves_the_only_cell():
-    out = lora.run(ctx({**ODD, "DM": 1, "R": 1}, fault="train-base"))
-    assert checks(out)[lora.CHECK_FROZEN] == (False, "1 of 1 cells of W changed during the run")
+    out = lora_gate.run(ctx({**ODD, "DM": 1, "R": 1}, fault="train-base"))
+    assert checks(out)[lora_gate.CHECK_FROZEN] == (False, "1 of 1 cells of W changed during the run")
 
 
 @pytest.mark.parametrize("shrink", [1, 128])
 def test_grad_bug_moves_one_cell_of_a_by_a_tenth_of_max_grad_and_at_least_one(shrink):
     """x // 128 leaves max|dA| = 11: a tenth rounds to 1, and 1 is the smallest defect an integer has."""
-    base = lora.init_model(3, 6, 2)
-    m = lora.Model(base.x // shrink, base.W, base.A, base.B)
-    f = lora.forward(m)
-    clean, _ = lora.backward(m, f)
-    bugged, _ = lora.backward(m, f, "grad-bug")
+    base = core_lora.init_model(3, 6, 2)
+    m = core_lora.Model(base.x // shrink, base.W, base.A, base.B)
+    f = core_lora.forward(m)
+    clean, _ = core_lora.backward(m, f)
+    bugged, _ = lora_gate.planted_gradients("grad-bug", f, *core_lora.backward(m, f))
     biggest = int(np.max(np.abs(clean)))
     shift = bugged - clean
     assert np.count_nonzero(shift) == 1
@@ -166,7 +172,7 @@ def test_grad_bug_moves_one_cell_of_a_by_a_tenth_of_max_grad_and_at_least_one(sh
 
 def seed_worst_loss(T, DM, R, delta):
     """The largest ``L(+-delta)`` the seed forms, in Python ints (which never wrap)."""
-    m = lora.init_model(T, DM, R)
+    m = core_lora.init_model(T, DM, R)
     x, W, A, B = (v.tolist() for v in (m.x, m.W, m.A, m.B))
     worst = 0
     for tensor in (A, B):
@@ -191,10 +197,10 @@ def test_a_run_refuses_where_the_seed_loss_would_leave_the_int64_range_and_is_ex
     params = {**ODD, "T": T, "DM": DM, "R": R, "delta": delta, "algorithm": algorithm}
     if seed_worst_loss(T, DM, R, delta) >= q20.SQUARES_LIMIT:  # the loss, a sum of squares, may pass 2^62
         with pytest.raises(ResourceError, match="int64 overflow guard"):
-            lora.run(ctx(params))
+            lora_gate.run(ctx(params))
         return
     try:
-        out = lora.run(ctx(params))
+        out = lora_gate.run(ctx(params))
     except ResourceError:
         return  # the guards are conservative: refusing a little early is allowed, a wrong number is not
     seed = seed_lora(T, DM, R, delta, 70)
@@ -219,7 +225,7 @@ def test_the_first_guard_to_trip_names_its_computation(monkeypatch, size, algori
     T, DM, R = size
     params = {**ODD, "T": T, "DM": DM, "R": R, "delta": delta, "algorithm": algorithm}
     with pytest.raises(ResourceError, match=rf"tripped in {re.escape(what)} \("):
-        lora.run(ctx(params, fault=fault))
+        lora_gate.run(ctx(params, fault=fault))
 
 
 # ---- progress, deadlines, sizes --------------------------------------------------------------------------
@@ -240,9 +246,9 @@ class Recorder(Progress):
 @pytest.mark.parametrize("algorithm", ["fast", "naive"])
 @pytest.mark.parametrize("T,DM,R", [(2, 5, 2), (3, 40, 7)])
 def test_progress_counts_every_gradcheck_cell_once(algorithm, T, DM, R, monkeypatch):
-    monkeypatch.setattr(lora, "_proven_a", lambda *args: False)  # the guarded path too
+    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: False)  # the guarded path too
     rec = Recorder()
-    lora.run(RunContext(params={**ODD, "T": T, "DM": DM, "R": R, "algorithm": algorithm}, progress=rec))
+    lora_gate.run(RunContext(params={**ODD, "T": T, "DM": DM, "R": R, "algorithm": algorithm}, progress=rec))
     assert rec.events == [("gradcheck cells", 2 * DM * R)]
     assert rec.done == 2 * DM * R  # A and B: DM * R cells each
 
@@ -255,37 +261,37 @@ def test_the_naive_path_checks_the_deadline_every_64_cells():
         def check_time(self):
             seen.append(rec.done)
 
-    m = lora.init_model(2, 100, 2)
-    lora.diffs_naive(m, m.A, 2097, Clock(params={}, progress=rec))
+    m = core_lora.init_model(2, 100, 2)
+    lora_gradcheck.diffs_naive(m, m.A, 2097, Clock(params={}, progress=rec))
     assert seen == [64, 128, 192]
 
 
 def test_an_expired_deadline_stops_a_run():
     with pytest.raises(GateTimeout):
-        lora.run(RunContext(params=ODD, deadline=0.0))
+        lora_gate.run(RunContext(params=ODD, deadline=0.0))
 
 
 def test_rank_equal_to_width_is_allowed():
-    lora.validate({**ODD, "R": 5})
+    lora_gate.validate({**ODD, "R": 5})
     with pytest.raises(ConfigError, match=r"^R=6 must not exceed DM=5 \(a LoRA rank is at most the width\)$"):
-        lora.validate({**ODD, "R": 6})
+        lora_gate.validate({**ODD, "R": 6})
 
 
 def test_the_memory_bound_asked_for_counts_three_copies_of_the_tensors_and_the_temporaries(monkeypatch):
     asked = []
-    monkeypatch.setattr(lora, "require", lambda nbytes, what: asked.append((nbytes, what)))
-    lora.validate({**ODD, "T": 7, "DM": 11, "R": 3})
+    monkeypatch.setattr(lora_footprint, "require", lambda nbytes, what: asked.append((nbytes, what)))
+    lora_gate.validate({**ODD, "T": 7, "DM": 11, "R": 3})
     tensors = 7 * 11 + 11 * 11 + 2 * 11 * 3
     chunks = 4 * 11 * (3 * 7 * 11) + 11 * 11 * 7 + 4 * 2 * 3 * 7 * 11  # every row of A at once: blocks and moves
     assert asked == [(8 * (3 * tensors + 12 * 7 * 11 + 4 * 7 * 3 + chunks), "lora at T=7 DM=11 R=3")]
 
 
 def test_chunk_temporaries_are_capped_by_the_chunk_sizes_and_by_the_model():
-    assert lora.chunk_elements(3, 6, 2) == 4 * 6 * 36 + 11 * 6 * 3 + 4 * 2 * 2 * 3 * 6  # the seed: a few KiB
-    assert lora.chunk_elements(16, 256, 8) == 4 * 64 * 32768 + 11 * 256 * 16 + 4 * 2 * 8 * 16 * 256  # large
-    assert lora.chunk_elements(32, 1024, 16) == 4 * 4 * 524288 + 11 * 1024 * 32 + 4 * (1 << 20)  # xl: moves capped
-    assert lora.chunk_elements(16, 1000, 3) == 4 * 43 * 48000 + 11 * 1000 * 16 + 4 * 2 * 3 * 16 * 1000  # 43.7 rows
-    assert lora.chunk_elements(64, 4096, 64) == 4 * 1 * 64 * 64 * 4096 + 11 * 4096 * 64 + 4 * (1 << 20)  # a block
+    assert chunk_elements(3, 6, 2) == 4 * 6 * 36 + 11 * 6 * 3 + 4 * 2 * 2 * 3 * 6  # the seed: a few KiB
+    assert chunk_elements(16, 256, 8) == 4 * 64 * 32768 + 11 * 256 * 16 + 4 * 2 * 8 * 16 * 256  # large
+    assert chunk_elements(32, 1024, 16) == 4 * 4 * 524288 + 11 * 1024 * 32 + 4 * (1 << 20)  # xl: moves capped
+    assert chunk_elements(16, 1000, 3) == 4 * 43 * 48000 + 11 * 1000 * 16 + 4 * 2 * 3 * 16 * 1000  # 43.7 rows
+    assert chunk_elements(64, 4096, 64) == 4 * 1 * 64 * 64 * 4096 + 11 * 4096 * 64 + 4 * (1 << 20)  # a block
     # beyond the guarded cap: one row of A's guarded block is more than CHECKED_ELEMENTS
 
 
@@ -295,24 +301,24 @@ def test_a_tight_memory_limit_still_runs_the_seed_size(lora_params, monkeypatch)
     from nxgates.core import memory
 
     monkeypatch.setattr(memory, "available_bytes", lambda: 16 << 20)  # an 8 MiB budget
-    lora.validate({**lora_params, "workers": 1})
+    lora_gate.validate({**lora_params, "workers": 1})
     with pytest.raises(ResourceError, match=r"lora at T=16 DM=256 R=8 needs about"):
-        lora.validate({**lora_params, "T": 16, "DM": 256, "R": 8, "workers": 1})
+        lora_gate.validate({**lora_params, "T": 16, "DM": 256, "R": 8, "workers": 1})
 
 
 def test_the_smallest_model_reports_two_thirds_of_its_parameters_trained():
-    out = lora.run(ctx({**ODD, "T": 1, "DM": 1, "R": 1}))
+    out = lora_gate.run(ctx({**ODD, "T": 1, "DM": 1, "R": 1}))
     assert " params: base W frozen (1) + LoRA A,B trainable (2) = 666permil of full trained (PEFT) " in lines(out)[2]
     assert out.metrics["peft_permil"] == 666
 
 
 def test_relative_error_is_per_mil_of_max_grad_and_of_one_when_every_gradient_is_zero():
     """The seed's ``maxabs = max(1, max|ana|)``: a zero gradient still gives a finite, exact rel."""
-    g = lora.judge("A", np.zeros((1, 2), dtype=np.int64), np.array([2 * 5 * 3, 0]), 5, 70)
+    g = lora_gradcheck.judge("A", np.zeros((1, 2), dtype=np.int64), np.array([2 * 5 * 3, 0]), 5, 70)
     assert (g.maxabs, g.numeric.tolist(), g.rel.tolist()) == (1, [3, 0], [3000, 0])
-    g = lora.judge("A", np.array([1, 0]), np.array([0, 0]), 5, 70)
+    g = lora_gradcheck.judge("A", np.array([1, 0]), np.array([0, 0]), 5, 70)
     assert (g.maxabs, g.rel.tolist()) == (1, [1000, 0])
-    empty = lora.judge("A", np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 5, 70)
+    empty = lora_gradcheck.judge("A", np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 5, 70)
     assert (empty.maxabs, empty.cells, empty.worst, empty.passed) == (1, 0, 0, True)
 
 
@@ -325,17 +331,17 @@ def _crafted(T, DM, d, b, acc_y, xw, loss):
     def full(v):
         return np.full((T, DM), v, np.int64)
 
-    m = lora.Model(x=full(d), W=np.zeros((DM, DM), np.int64), A=np.zeros((DM, 1), np.int64),
+    m = core_lora.Model(x=full(d), W=np.zeros((DM, DM), np.int64), A=np.zeros((DM, 1), np.int64),
                    B=np.full((1, DM), b, np.int64))
     y = full(xw + int(q20.tdiv(np.int64(acc_y), S)))
-    f = lora.Forward(xw=full(xw), acc_h=np.zeros((T, 1), np.int64), h=np.zeros((T, 1), np.int64),
+    f = core_lora.Forward(xw=full(xw), acc_h=np.zeros((T, 1), np.int64), h=np.zeros((T, 1), np.int64),
                      acc_y=full(acc_y), y=y, loss=loss)
     return m, f
 
 
 def _cells_a(m, f):
     out = np.zeros(m.A.shape, np.int64)
-    lora.cells_a(m, f, S, range(m.A.shape[1]), out, lambda n: None)
+    lora_fast.cells_a(m, f, S, range(m.A.shape[1]), out, lambda n: None)
     return out
 
 
@@ -364,12 +370,12 @@ def test_the_proof_never_lets_through_what_a_guard_refuses(edge, monkeypatch):
     case, label = PROOF_EDGES[edge]
     m, f = _crafted(*case)
     verdicts = []
-    proof = lora._proven_a
-    monkeypatch.setattr(lora, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    proof = lora_fast._proven_a
+    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
     with pytest.raises(q20.Q20Overflow, match=label):
         _cells_a(m, f)
     assert verdicts and not any(verdicts)
-    monkeypatch.setattr(lora, "_proven_a", lambda *args: False)
+    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: False)
     with pytest.raises(q20.Q20Overflow, match=label):
         _cells_a(m, f)  # the checked path on its own: the edge is that guard's
 
@@ -380,10 +386,10 @@ def _crafted_b(T, DM, hv, delta, acc_y, xw, loss):
     def full(v, cols=DM):
         return np.full((T, cols), v, np.int64)
 
-    m = lora.Model(x=full(0), W=np.zeros((DM, DM), np.int64), A=np.zeros((DM, 1), np.int64),
+    m = core_lora.Model(x=full(0), W=np.zeros((DM, DM), np.int64), A=np.zeros((DM, 1), np.int64),
                    B=np.zeros((1, DM), np.int64))
     y = full(xw + int(q20.tdiv(np.int64(acc_y), S)))
-    f = lora.Forward(xw=full(xw), acc_h=full(0, 1), h=full(hv, 1), acc_y=full(acc_y), y=y, loss=loss)
+    f = core_lora.Forward(xw=full(xw), acc_h=full(0, 1), h=full(hv, 1), acc_y=full(acc_y), y=y, loss=loss)
     return m, f, delta
 
 
@@ -408,42 +414,42 @@ def test_the_proof_for_b_never_lets_through_what_a_guard_refuses(edge, monkeypat
     case, label = PROOF_EDGES_B[edge]
     m, f, delta = _crafted_b(*case)
     verdicts = []
-    proof = lora._proven_b
-    monkeypatch.setattr(lora, "_proven_b", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    proof = lora_fast._proven_b
+    monkeypatch.setattr(lora_fast, "_proven_b", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
     with pytest.raises(q20.Q20Overflow, match=label):
-        lora.cells_b(m, f, delta, range(1), np.zeros(m.B.shape, np.int64))
+        lora_fast.cells_b(m, f, delta, range(1), np.zeros(m.B.shape, np.int64))
     assert verdicts == [False]
-    monkeypatch.setattr(lora, "_proven_b", lambda *args: False)
+    monkeypatch.setattr(lora_fast, "_proven_b", lambda *args: False)
     with pytest.raises(q20.Q20Overflow, match=label):
-        lora.cells_b(m, f, delta, range(1), np.zeros(m.B.shape, np.int64))  # the edge is that guard's
+        lora_fast.cells_b(m, f, delta, range(1), np.zeros(m.B.shape, np.int64))  # the edge is that guard's
 
 
 def test_the_proof_for_b_holds_and_its_path_equals_the_checked_one(monkeypatch):
     """At an odd size and nearer the int64 bound (every y moved by 2^28: each term about 2^58), the proven
     path of B and the guarded one give the same integers, in any block of (k, t)."""
     for T, DM, R, delta, xw in ((5, 13, 3, 2097, None), (3, 4, 1, S, (1 << 28) + 12345)):
-        m = lora.init_model(T, DM, R)
-        f = lora.forward(m)
+        m = core_lora.init_model(T, DM, R)
+        f = core_lora.forward(m)
         if xw is not None:  # crafted: y moves from about 2^28 by about 2^28, each term's 58 bits all in use
             m, f, delta = _crafted_b(T, DM, (1 << 28) + 777, delta, 0, xw, T * DM * xw * xw)
-        assert lora._proven_b(f, delta)
+        assert lora_fast._proven_b(f, delta)
         want = np.zeros(m.B.shape, np.int64)
         with monkeypatch.context() as patched:
-            patched.setattr(lora, "_proven_b", lambda *args: False)
-            lora.cells_b(m, f, delta, range(m.B.shape[0]), want)
+            patched.setattr(lora_fast, "_proven_b", lambda *args: False)
+            lora_fast.cells_b(m, f, delta, range(m.B.shape[0]), want)
         for elements in (1, 2 * DM, T * DM, 1 << 16):  # one (k, t) a block, uneven blocks of t, blocks of k
-            monkeypatch.setattr(lora, "MOVED_ELEMENTS", elements)
+            monkeypatch.setattr(lora_fast, "MOVED_ELEMENTS", elements)
             got = np.zeros(m.B.shape, np.int64)
-            lora.cells_b(m, f, delta, range(m.B.shape[0]), got)
+            lora_fast.cells_b(m, f, delta, range(m.B.shape[0]), got)
             assert got.tolist() == want.tolist()
         assert np.count_nonzero(want) > want.size // 2
 
 
 def test_the_proof_holds_for_an_ordinary_model(monkeypatch):
-    m = lora.init_model(2, 3, 2)
-    f = lora.forward(m)
+    m = core_lora.init_model(2, 3, 2)
+    f = core_lora.forward(m)
     verdicts = []
-    proof = lora._proven_a
-    monkeypatch.setattr(lora, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    proof = lora_fast._proven_a
+    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
     _cells_a(m, f)
     assert verdicts and all(verdicts)

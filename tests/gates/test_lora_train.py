@@ -5,9 +5,10 @@ import hashlib
 import numpy as np
 import pytest
 
+from nxgates.core import lora as core_lora
 from nxgates.core import q20
 from nxgates.errors import ResourceError
-from nxgates.gates import lora, lora_train
+from nxgates.gates import lora_train
 from tests.conftest import ctx
 from tests.gates.seed_lora_train import seed_lora_train
 
@@ -31,7 +32,8 @@ def test_every_integer_equals_the_python_int_training_loop(T, DM, R, steps, lr_q
     assert m["losses"] == ref["losses"] and 2 <= len(m["losses"]) <= steps + 1
     assert m["A"] == ref["A"] and m["B"] == ref["B"]
     assert m["final_worst_permil"] == ref["final_worst_permil"]
-    assert ref["W"] == [int(v) for v in lora.init_model(T, DM, R).W.reshape(-1)]  # the reference's W stayed put too
+    # the reference's W stayed put too
+    assert ref["W"] == [int(v) for v in core_lora.init_model(T, DM, R).W.reshape(-1)]
 
 
 def test_seed_size_is_green_and_starts_at_the_lora_seeds_loss():
@@ -79,10 +81,10 @@ def test_stale_grad_is_caught_by_the_gradcheck_not_by_the_loss():
 
 
 def test_trainer_updates_only_the_adapter_and_from_the_same_step():
-    m = lora.init_model(3, 6, 2)
+    m = core_lora.init_model(3, 6, 2)
     trainer = lora_train.Trainer(m, 104858)
     f = trainer.forward()
-    dA, dB = lora.backward(m, f)
+    dA, dB = core_lora.backward(m, f)
     A0, B0, W0 = m.A.copy(), m.B.copy(), m.W.copy()
     trainer.step(f)
     assert np.array_equal(m.W, W0)
