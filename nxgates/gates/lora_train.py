@@ -168,7 +168,7 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
               else f"{changed} of {DM * DM} cells of W changed during training")
 
     m, f = run1.model, run1.final
-    ctx.progress.start("gradcheck cells", 2 * (DM * R + R * DM))
+    ctx.progress.start("gradcheck cells", DM * R + R * DM)
     results = gradcheck.gradcheck_adapter(m, f, (run1.dA, run1.dB), delta, tol, ctx)
     ctx.progress.stop()
     for g in results:

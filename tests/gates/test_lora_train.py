@@ -8,6 +8,7 @@ import pytest
 from nxgates.core import lora as core_lora
 from nxgates.core import q20
 from nxgates.errors import ResourceError
+from nxgates.gatekit import Progress, RunContext
 from nxgates.gates import lora_train
 from tests.conftest import ctx
 from tests.gates.seed_lora_train import seed_lora_train
@@ -111,3 +112,27 @@ def test_final_adapter_lists_stop_above_4096_cells():
 def test_a_learning_rate_that_would_wrap_int64_is_refused():
     with pytest.raises(ResourceError, match=r"lora-train at T=3 DM=6 R=2 steps=10 lr_q=1099511627776 .*overflow"):
         lora_train.run(ctx({**SEED, "lr_q": 1 << 40}))
+
+
+class UnitsProgress(Progress):
+    """Every unit of work the gate starts: [label, total, steps advanced until the next start]."""
+
+    def __init__(self):
+        self.units = []
+
+    def start(self, label, total):
+        self.units.append([label, total, 0])
+
+    def advance(self, steps=1):
+        self.units[-1][2] += steps
+
+
+@pytest.mark.parametrize("T,DM,R", [(3, 6, 2), (2, 9, 4)])
+def test_every_progress_bar_ends_full(T, DM, R):
+    """Each unit's total is the steps that advance it: a bar that stops short (or overflows) misleads."""
+    progress = UnitsProgress()
+    out = lora_train.run(RunContext(params={**SEED, "T": T, "DM": DM, "R": R}, progress=progress))
+    assert out.checks and all(c.passed for c in out.checks)
+    assert [(label, total) for label, total, _ in progress.units] == [
+        ("training steps", SEED["steps"]), ("gradcheck cells", 2 * DM * R), ("training steps", SEED["steps"])]
+    assert [done for _, _, done in progress.units] == [total for _, total, _ in progress.units]
