@@ -1,4 +1,4 @@
-"""The lora seed's model trained the way issue 10 specifies, line by line with Python ints.
+"""The lora seed's model trained as the lora-train gate specifies, line by line with Python ints.
 
 Deliberately scalar and naive, in the style of seed_lora.py, and sharing no code with nxgates: forward and
 backward are the seed's loops, then ``A[i] = A[i] - (lr_q * dA[i]) / S`` and the same for B (C's

@@ -16,7 +16,7 @@ from nxgates.core.cpus import EXECUTORS
 from nxgates.core.lora import Forward, backward, forward, init_model
 from nxgates.core.q20 import S, tdiv
 from nxgates.errors import ConfigError, ResourceError
-from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
 from nxgates.gates.lora import footprint, gradcheck, pooled
 from nxgates.gates.lora.gradcheck import Gradcheck
 
@@ -167,6 +167,12 @@ def _digest(loss: int, results: list[Gradcheck]) -> str:
     return h.hexdigest()
 
 
+def _seed_log() -> SeedLog:
+    from nxgates.gates.lora.seedlog import SEED_LOG
+
+    return SEED_LOG
+
+
 GATE = GateDef(
     params=PARAMS,
     checks=(CHECK_A, CHECK_B, CHECK_FROZEN),
@@ -174,4 +180,5 @@ GATE = GateDef(
     faults=FAULTS,
     validate=validate,
     options=("scheduler",),
+    seed_log=_seed_log,
 )

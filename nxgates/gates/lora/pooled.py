@@ -17,11 +17,11 @@ from nxgates.errors import ConfigError
 from nxgates.gatekit import RunContext
 from nxgates.gates.lora import fast
 
-#: ``workers=0`` (auto) forks a pool only from this much work (2 x cells x T x DM, what the gradcheck cost
-#: before the memo of moves) up. A pool's start and close cost 0.02-0.04 s on 2 cores; with the memo, in
-#: whole-array blocks, the gradcheck at xl, the largest preset (T*DM^2*R = 2^29, its loss near int64's
-#: limit), takes about 0.03 s in one process: every preset stays in one process. At 2^31 (T=2048 at
-#: DM=256 R=8) two workers are about as fast as one (0.9x-1.2x in the bench's runs)
+#: ``workers=0`` (auto) forks a pool only from this much work (measured as 2 x cells x T x DM) up. A pool's
+#: start and close cost 0.02-0.04 s on 2 cores, while the fast gradcheck at xl, the largest preset
+#: (T*DM^2*R = 2^29, its loss near int64's limit), takes about 0.03 s in one process: every preset stays in
+#: one process. At 2^31 (T=2048 at DM=256 R=8) two workers are about as fast as one (0.9x-1.2x,
+#: benchmarks/bench.py)
 AUTO_POOL_WORK = 1 << 31
 
 
