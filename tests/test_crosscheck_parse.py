@@ -7,7 +7,7 @@ import pytest
 from nxgates import crosscheck as xc
 from nxgates.errors import ConfigError
 from nxgates.gatekit import RunContext
-from tests.gates.seed_logs import lora_log, parallel_grad_log
+from tests.oracles.seed_logs import lora_log, parallel_grad_log
 
 DATA = Path(__file__).parent / "data"
 LORA_NX = "nx_intfp_lora_gradcheck_gate.nx"

@@ -8,21 +8,7 @@ from nxgates.errors import ConfigError, ResourceError
 from nxgates.gates.lora import fast as lora_fast
 from nxgates.gates.lora import gate as lora_gate
 from nxgates.gates.lora import pooled as lora_pooled
-from tests.conftest import ctx
-from tests.gates.seed_lora import seed_lora
-
-
-def metrics_like_seed(out):
-    m = out.metrics
-    return {"loss_q": m["loss_q"], **{k: {f: m[k][f] for f in ("passed", "cells", "worst_permil",
-            "max_abs_grad", "analytic", "numeric")} for k in ("A", "B")}}
-
-
-def reference(T, DM, R, delta=2097, tol=70):
-    r = seed_lora(T, DM, R, delta, tol)
-    for key in ("A", "B"):
-        r[key].pop("npass")
-    return r
+from tests.helpers import ctx, metrics_like_seed, reference
 
 
 def test_seed_defaults_print_the_seed_figures(lora_params):

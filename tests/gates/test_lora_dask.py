@@ -6,8 +6,7 @@ import pytest
 from nxgates.core import dask_pool
 from nxgates.gates.lora import fast as lora_fast
 from nxgates.gates.lora import gate as lora_gate
-from tests.conftest import ctx
-from tests.gates.test_lora import metrics_like_seed, reference
+from tests.helpers import ctx, metrics_like_seed, reference
 
 pytest.importorskip("distributed")
 

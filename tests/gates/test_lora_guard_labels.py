@@ -12,7 +12,7 @@ from nxgates.core import q20
 from nxgates.core.q20 import S
 from nxgates.gates.lora import fast as lora_fast
 from nxgates.gates.lora import gradcheck as lora_gradcheck
-from tests.gates.seed_lora import python_int_loss
+from tests.oracles.seed_lora import python_int_loss
 
 
 def model(x, W, A, B) -> core_lora.Model:

@@ -10,8 +10,8 @@ from nxgates.core import q20
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Progress, RunContext
 from nxgates.gates import lora_train
-from tests.conftest import ctx
-from tests.gates.seed_lora_train import seed_lora_train
+from tests.helpers import ctx
+from tests.oracles.seed_lora_train import seed_lora_train
 
 SEED = {"T": 3, "DM": 6, "R": 2, "steps": 10, "lr_q": 104858, "delta": 2097, "tol_permil": 70}
 

@@ -18,8 +18,7 @@ from nxgates.gates.lora import fast as lora_fast
 from nxgates.gates.lora import gate as lora_gate
 from nxgates.gates.lora import gradcheck as lora_gradcheck
 from nxgates.gates.lora import pooled as lora_pooled
-from tests.conftest import ctx
-from tests.gates.test_lora import metrics_like_seed, reference
+from tests.helpers import ctx, metrics_like_seed, reference
 
 
 class CountingProgress(Progress):
