@@ -10,7 +10,8 @@ integers:
 * ``fast`` (:mod:`.fast`) re-divides only what a perturbation moves, in O(T*DM) per perturbation; its
   cells can be dealt over a worker pool (:mod:`.pooled`).
 
-:mod:`.gate` is the gate itself (report, checks, faults), :mod:`.footprint` its memory estimate.
+:mod:`.gate` is the gate itself (report, checks, faults), :mod:`.footprint` its memory estimate, and
+:mod:`.seedlog` the seed's print format, for ``nxgates crosscheck``.
 """
 
 from nxgates.gates.lora.gate import CHECK_A, CHECK_B, CHECK_FROZEN, GATE, PARAMS

@@ -49,6 +49,7 @@ FAULTS = {
                         (CHECK_FROZEN,)),
 }
 
+
 def planted_gradients(fault: str | None, f: Forward, dA: np.ndarray, dB: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The backward's gradients with ``fault``'s defect planted (in place where it can be): a cell of dA off by
     a tenth of max|grad|, one term of dB left in Q40, or dB's indices swapped."""
@@ -63,6 +64,7 @@ def planted_gradients(fault: str | None, f: Forward, dA: np.ndarray, dB: np.ndar
 
 
 def validate(p: dict) -> None:
+    """The rank fits the width, and the run's tensors and workers' temporaries fit the memory available."""
     if p["R"] > p["DM"]:
         raise ConfigError(f"R={p['R']} must not exceed DM={p['DM']} (a LoRA rank is at most the width)")
     T, DM, R = p["T"], p["DM"], p["R"]
