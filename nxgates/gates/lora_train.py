@@ -26,9 +26,9 @@ from nxgates.core import lora, q20
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
-from nxgates.gates.lora import PARAMS as LORA_PARAMS
-from nxgates.gates.lora import gradcheck
+from nxgates.gates.lora.gate import PARAMS as LORA_PARAMS
 from nxgates.gates.lora.gate import validate as validate_lora
+from nxgates.gates.lora.gradcheck import gradcheck_adapter
 
 PARAMS = {
     "T": LORA_PARAMS["T"],
@@ -169,7 +169,7 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
 
     m, f = run1.model, run1.final
     ctx.progress.start("gradcheck cells", DM * R + R * DM)
-    results = gradcheck.gradcheck_adapter(m, f, (run1.dA, run1.dB), delta, tol, ctx)
+    results = gradcheck_adapter(m, f, (run1.dA, run1.dB), delta, tol, ctx)
     ctx.progress.stop()
     for g in results:
         for i in np.flatnonzero(g.rel > tol)[:16]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import nxgates.gates.lora.fast as fast
 from nxgates.core.memory import require
-from nxgates.gates.lora import fast
 
 
 def require_memory(T: int, DM: int, R: int, workers: int) -> None:

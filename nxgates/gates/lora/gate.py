@@ -11,13 +11,15 @@ from functools import partial
 
 import numpy as np
 
+import nxgates.gates.lora.footprint as footprint
+import nxgates.gates.lora.gradcheck as gradcheck
+import nxgates.gates.lora.pooled as pooled
 from nxgates.core import q20
 from nxgates.core.cpus import EXECUTORS
 from nxgates.core.lora import Forward, backward, forward, init_model
 from nxgates.core.q20 import S, tdiv
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
-from nxgates.gates.lora import footprint, gradcheck, pooled
 from nxgates.gates.lora.gradcheck import Gradcheck
 
 PARAMS = {

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import nxgates.gates.lora.fast as fast
 from nxgates.core import q20
 from nxgates.core.lora import Forward, Model, forward
 from nxgates.core.q20 import tdiv
 from nxgates.gatekit import RunContext
-from nxgates.gates.lora import fast
 
 #: the tensors' names in the seed's lines, in the order it checks them
 NAMES = ("A (lora)", "B (lora)")

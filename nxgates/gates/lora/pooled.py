@@ -12,10 +12,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+import nxgates.gates.lora.fast as fast
 from nxgates.core.lora import Forward, Model
 from nxgates.errors import ConfigError
 from nxgates.gatekit import RunContext
-from nxgates.gates.lora import fast
 
 #: ``workers=0`` (auto) forks a pool only from this much work (measured as 2 x cells x T x DM) up. A pool's
 #: start and close cost 0.02-0.04 s on 2 cores, while the fast gradcheck at xl, the largest preset
