@@ -8,6 +8,9 @@ table ``TABLE`` and registers its module in the entry-point group ``nxgates.gate
 :mod:`nxgates.plugins` and the README's "Write your own gate"). The runner, the CLI and the reports see a
 gate only through these types, so everything ``nxgates run`` offers works the same for every gate.
 
+A gate reproducing a seed program may also declare how that program prints its run (:class:`SeedLog`), so
+``nxgates crosscheck`` can read a real run's stdout and recompute every figure of it.
+
 Stable for plugins: the names in ``__all__``. ``validate`` and ``run`` report bad parameters by raising
 :class:`ConfigError` (one line, exit 2).
 """
@@ -24,13 +27,15 @@ from typing import Any, NamedTuple
 
 from nxgates.errors import ConfigError, GateTimeout
 
-__all__ = ["ChoiceParam", "ConfigError", "Fault", "GateDef", "GateOutput", "IntParam", "RunContext"]
+__all__ = ["ChoiceParam", "ConfigError", "Fault", "Figure", "GateDef", "GateOutput", "IntParam", "LineSpec",
+           "ParsedLog", "RunContext", "SeedLog", "SourceConst"]
 
 ParamValue = int | str
 _INT = r"[+-]?[0-9]{1,30}"  #: compiled on first use (re caches it): only --set values need it
+_LOG_INT = r"-?[0-9]{1,30}"  #: what a seed program prints for an integer: ASCII digits only, bounded length
 
 
-# Start-up (issue 11): every method a dataclass generates is compiled at import, ~0.1 ms apiece at every
+# Start-up: every method a dataclass generates is compiled at import, ~0.1 ms apiece at every
 # start of the command line. So the small immutable records are NamedTuples (immutable, with a repr and ==,
 # at a fraction of the cost); the others are dataclasses without an __eq__ (nothing compares them by
 # value) and, where they hold functions or a run's state, without a __repr__. GateDef stays a frozen
@@ -227,6 +232,80 @@ class Variant(NamedTuple):
     session: Callable[[], AbstractContextManager] = contextlib.nullcontext
 
 
+# ---- a seed program's log, for ``nxgates crosscheck`` ----------------------------------------------------
+
+
+class LineSpec(NamedTuple):
+    """One line the seed prints. ``pattern`` must match the whole line, ``{INT}`` standing for an integer; its
+    named groups are figures (integers unless listed in ``words``). ``repeat`` lines occur zero or more times
+    (e.g. one per failing cell)."""
+
+    key: str
+    pattern: str
+    shows: str  #: the line as the seed prints it, for "expected ..." messages
+    repeat: bool = False
+    words: tuple[str, ...] = ()
+
+    def match(self, line: str) -> dict[str, Any] | None:
+        m = re.fullmatch(self.pattern.replace("{INT}", _LOG_INT), line)
+        if m is None:
+            return None
+        return {k: (v if k in self.words or v is None else int(v)) for k, v in m.groupdict().items()}
+
+
+class ParsedLog:
+    """The figures of a log: for each line key, the records of the lines that matched it, in order."""
+
+    def __init__(self, records: dict[str, list[dict[str, Any]]] | None = None):
+        self.records = {} if records is None else records
+
+    def one(self, key: str) -> dict[str, Any]:
+        return self.records[key][0]
+
+    def all(self, key: str) -> list[dict[str, Any]]:
+        return self.records.get(key, [])
+
+
+class Figure(NamedTuple):
+    """One figure of the log next to nxgates' value for it. ``None`` on the nxgates side: no such thing."""
+
+    name: str
+    log: Any
+    nxgates: Any
+
+    @property
+    def agrees(self) -> bool:
+        return self.log == self.nxgates
+
+
+class SourceConst(NamedTuple):
+    """A constant the seed program declares, and the gate parameter it sets (None: only checked)."""
+
+    name: str
+    param: str | None
+    form: str  #: "const" (``const NAME: i64 = 3``) or "let" (``let NAME: i64=2097;``, ``;`` or end of line)
+
+
+class SeedLog(NamedTuple):
+    """How a gate's seed program prints its run, and how the gate recomputes each figure of it.
+
+    ``lines`` are matched in order, each line of the log against the next spec; ``figures`` recomputes the
+    parsed figures at the run's parameters (a context without a fault); ``verdict`` reads the log's own
+    GREEN or RED. ``constants`` are what ``--source`` reads from the program (each declared exactly once),
+    and ``derived`` gives, from them, the values some must have for the gate's kernels to apply.
+    ``notes`` adds to the report what the log states but nxgates cannot compare (e.g. the NX machine's
+    worker count).
+    """
+
+    name: str  #: the gate, as messages about its logs name it
+    lines: tuple[LineSpec, ...]
+    figures: Callable[[ParsedLog, RunContext], list[Figure]]
+    verdict: Callable[[ParsedLog], str]
+    constants: tuple[SourceConst, ...] = ()
+    derived: Callable[[dict[str, int]], dict[str, int]] = lambda values: {}
+    notes: Callable[[ParsedLog, GateOutput], None] = lambda log, out: None
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class GateDef:
     """A gate module's declaration. ``run`` must be deterministic for given params and fault.
@@ -245,3 +324,5 @@ class GateDef:
     options: tuple[str, ...] = ()
     #: more configurations the selftest proves the gate under (computed when the selftest runs)
     selftest_variants: Callable[[], tuple[Variant, ...]] = lambda: ()
+    #: the seed program's log format, for ``nxgates crosscheck``; a function, so a run never imports it
+    seed_log: Callable[[], SeedLog] | None = None

@@ -7,7 +7,7 @@ import pytest
 from nxgates import crosscheck as xc
 from nxgates.errors import ConfigError
 from nxgates.gatekit import RunContext
-from tests.gates.seed_logs import lora_log, parallel_grad_log
+from tests.oracles.seed_logs import lora_log, parallel_grad_log
 
 DATA = Path(__file__).parent / "data"
 LORA_NX = "nx_intfp_lora_gradcheck_gate.nx"
@@ -120,7 +120,8 @@ def test_inconsistent_parallel_grad_constants():
 
 
 def figures(text, module, params):
-    return {f.name: f for f in xc.RECOMPUTE[module](xc.parse_log(text, module), RunContext(params=dict(params)))}
+    figures_of = xc.seed_log(module).figures
+    return {f.name: f for f in figures_of(xc.parse_log(text, module), RunContext(params=dict(params)))}
 
 
 def test_lora_figures_agree_on_the_seed_log_and_name_what_differs():
@@ -146,3 +147,32 @@ def test_parallel_grad_t2_follows_the_nx_machines_worker_count():
     lying = one.replace(" FAIL T2", " PASS T2")
     bad = [f.name for f in figures(lying, "parallel_grad", params).values() if not f.agrees]
     assert bad == ["T2 pool ran all B tasks on >1 worker"]
+
+
+# ---- each gate declares its seed log; crosscheck finds it there ----------------------------------------
+
+
+def test_crosscheck_finds_each_gates_declared_seed_log():
+    from nxgates.gates import lora, parallel_grad
+
+    assert xc.seed_log("lora") is lora.GATE.seed_log()
+    assert [xc.seed_log(m).name for m in xc.known()] == ["lora", "parallel-grad"]
+    assert xc.seed_log("dp_train") is None and xc.seed_log("no_such_gate") is None
+    seed_checks = [spec.shows.removeprefix(" PASS ").removesuffix(" (or FAIL)")
+                   for spec in xc.seed_log("parallel_grad").lines if spec.key.startswith("T")]
+    assert seed_checks == list(parallel_grad.GATE.checks[:3])  # the gate's own check names, not copies
+
+
+def test_a_gate_without_a_seed_log_is_a_usage_error():
+    with pytest.raises(ConfigError, match="declares no seed log format"):
+        xc.parse_log("x\n", "dp_train")
+
+
+def test_importing_crosscheck_imports_no_gate():
+    """crosscheck drives gates through their declarations, found when a crosscheck runs."""
+    import subprocess
+    import sys
+
+    code = "import sys, nxgates.crosscheck; print(sorted(m for m in sys.modules if m.startswith('nxgates.gates.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

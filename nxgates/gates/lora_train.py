@@ -2,9 +2,9 @@
 
 The lora gate proves the adapter gradients at the initial weights. This gate runs the training loop the
 seed names as the next step and proves what a gradient check cannot see: the update, its sign, which
-gradients it uses, and that the base stays frozen. Model, data, forward and backward are the lora gate's
-(the seed's integers); each step then updates only the adapter, both tensors from the same step's
-gradients, with C's truncating division: ``A[i] = A[i] - (lr_q * dA[i]) / S``, likewise ``B``.
+gradients it uses, and that the base stays frozen. Model, data, forward and backward are
+:mod:`nxgates.core.lora`'s (the seed's integers); each step then updates only the adapter, both tensors
+from the same step's gradients, with C's truncating division: ``A[i] = A[i] - (lr_q * dA[i]) / S``, likewise ``B``.
 
 * L1 ``loss_q`` strictly decreases at every step (losses are exact integers, step 0 included).
 * L2 the base ``W`` is bit-identical after training.
@@ -22,20 +22,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nxgates.core import q20
+from nxgates.core import lora, q20
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
-from nxgates.gates import lora
+from nxgates.gates.lora.gate import PARAMS as LORA_PARAMS
+from nxgates.gates.lora.gate import validate as validate_lora
+from nxgates.gates.lora.gradcheck import gradcheck_adapter
 
 PARAMS = {
-    "T": lora.PARAMS["T"],
-    "DM": lora.PARAMS["DM"],
-    "R": lora.PARAMS["R"],
+    "T": LORA_PARAMS["T"],
+    "DM": LORA_PARAMS["DM"],
+    "R": LORA_PARAMS["R"],
     "steps": IntParam("training steps (each: forward, backward, update A and B)", min=1, max=1 << 16),
     "lr_q": IntParam("learning rate in Q20 (104858 = 0.1)", min=1, max=1 << 40),
-    "delta": lora.PARAMS["delta"],
-    "tol_permil": lora.PARAMS["tol_permil"],
+    "delta": LORA_PARAMS["delta"],
+    "tol_permil": LORA_PARAMS["tol_permil"],
 }
 
 L1 = "L1 loss_q strictly decreases at every step"
@@ -67,7 +69,7 @@ class Trainer:
         return lora.forward(self.m, self.xw)
 
     def gradients(self, f: lora.Forward) -> tuple[np.ndarray, np.ndarray]:
-        """The gradients the update uses: the lora gate's backward (stale-grad: the previous dB for B)."""
+        """The gradients the update uses: the seed's backward (stale-grad: the previous dB for B)."""
         dA, dB = lora.backward(self.m, f)
         if self.fault == "stale-grad":
             used = dB if self._previous_dB is None else self._previous_dB
@@ -133,7 +135,7 @@ def train(T: int, DM: int, R: int, steps: int, lr_q: int, ctx: RunContext, fault
 
 
 def validate(p: dict) -> None:
-    lora.validate(p)
+    validate_lora(p)
 
 
 def run(ctx: RunContext) -> GateOutput:
@@ -166,9 +168,8 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
               else f"{changed} of {DM * DM} cells of W changed during training")
 
     m, f = run1.model, run1.final
-    ctx.progress.start("gradcheck cells", 2 * (DM * R + R * DM))
-    results = [lora.judge("A (lora)", run1.dA, lora.diffs_fast_a(m, f, delta, ctx), delta, tol),
-               lora.judge("B (lora)", run1.dB, lora.diffs_fast_b(m, f, delta, ctx), delta, tol)]
+    ctx.progress.start("gradcheck cells", DM * R + R * DM)
+    results = gradcheck_adapter(m, f, (run1.dA, run1.dB), delta, tol, ctx)
     ctx.progress.stop()
     for g in results:
         for i in np.flatnonzero(g.rel > tol)[:16]:

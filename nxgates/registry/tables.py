@@ -23,9 +23,9 @@ GATES_DIR = Path(__file__).parent.parent / "gates"
 
 @functools.cache  # listed once per process: every table of every registry asks, up to twice
 def available_modules() -> frozenset[str]:
-    """The gate modules nxgates ships: the only modules a registry may name, besides registered plugins."""
-    return frozenset(name.removesuffix(".py") for name in os.listdir(GATES_DIR)
-                     if name.endswith(".py") and not name.startswith("_"))
+    """The gate modules (or packages) nxgates ships: the only ones a registry may name, besides plugins."""
+    return frozenset(name.removesuffix(".py") for name in os.listdir(GATES_DIR) if not name.startswith("_") and (
+        name.endswith(".py") or os.path.isfile(os.path.join(GATES_DIR, name, "__init__.py"))))
 
 
 def entry_from_table(source: str, name: str, table: Any, plugin: Registration | None = None) -> GateEntry:

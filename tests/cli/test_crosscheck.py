@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nxgates.cli import cli
-from tests.gates.seed_logs import lora_log, parallel_grad_log, serial_nonzero
+from tests.oracles.seed_logs import lora_log, parallel_grad_log, serial_nonzero
 
 DATA = Path(__file__).parent.parent / "data"
 README = Path(__file__).parent.parent.parent / "README.md"

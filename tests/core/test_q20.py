@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from nxgates.core import q20
 from nxgates.core.q20 import S
-from tests.gates.seed_lora import cdiv
+from tests.oracles.seed_lora import cdiv
 
 rng = np.random.default_rng(20)
 

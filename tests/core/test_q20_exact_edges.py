@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from nxgates.core import q20
-from tests.gates.seed_lora import cdiv
+from tests.oracles.seed_lora import cdiv
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 EDGES = [INT64_MIN, INT64_MIN + 1, -(1 << 62), -7, -6, -1, 0, 1, 6, 7, (1 << 62) - 1, INT64_MAX]

@@ -3,27 +3,16 @@
 import numpy as np
 import pytest
 
+from nxgates.core import lora as core_lora
 from nxgates.errors import ConfigError, ResourceError
-from nxgates.gates import lora
-from tests.conftest import ctx
-from tests.gates.seed_lora import seed_lora
-
-
-def metrics_like_seed(out):
-    m = out.metrics
-    return {"loss_q": m["loss_q"], **{k: {f: m[k][f] for f in ("passed", "cells", "worst_permil",
-            "max_abs_grad", "analytic", "numeric")} for k in ("A", "B")}}
-
-
-def reference(T, DM, R, delta=2097, tol=70):
-    r = seed_lora(T, DM, R, delta, tol)
-    for key in ("A", "B"):
-        r[key].pop("npass")
-    return r
+from nxgates.gates.lora import fast as lora_fast
+from nxgates.gates.lora import gate as lora_gate
+from nxgates.gates.lora import pooled as lora_pooled
+from tests.helpers import ctx, metrics_like_seed, reference
 
 
 def test_seed_defaults_print_the_seed_figures(lora_params):
-    out = lora.run(ctx(lora_params))
+    out = lora_gate.run(ctx(lora_params))
     text = "\n".join(getattr(i, "text", "") for i in out.items)
     assert "L_q32=1329684529960" in text
     assert " A (lora): 12/12 (worst=2permil of max|grad|=185888)" in text
@@ -39,47 +28,47 @@ def test_seed_defaults_print_the_seed_figures(lora_params):
                                           (4, 11, 1, 50000), (7, 5, 4, 3), (4, 20, 3, 2097)])
 def test_every_integer_equals_the_seed_transcription(T, DM, R, delta, algorithm, lora_params):
     params = {**lora_params, "T": T, "DM": DM, "R": R, "delta": delta, "algorithm": algorithm}
-    assert metrics_like_seed(lora.run(ctx(params))) == reference(T, DM, R, delta)
+    assert metrics_like_seed(lora_gate.run(ctx(params))) == reference(T, DM, R, delta)
 
 
 @pytest.mark.parametrize("T,DM,R", [(16, 64, 8), (3, 97, 5), (9, 40, 40), (2, 130, 3)])
 def test_fast_and_naive_paths_agree_bit_for_bit(T, DM, R, lora_params):
     params = {**lora_params, "T": T, "DM": DM, "R": R}
-    fast = lora.run(ctx({**params, "algorithm": "fast"}))
-    naive = lora.run(ctx({**params, "algorithm": "naive"}))
+    fast = lora_gate.run(ctx({**params, "algorithm": "fast"}))
+    naive = lora_gate.run(ctx({**params, "algorithm": "naive"}))
     assert fast.metrics == naive.metrics
     assert fast.digest == naive.digest
 
 
 def test_a_wrong_analytic_gradient_fails_the_check(lora_params):
-    out = lora.run(ctx(lora_params, fault="grad-bug"))
+    out = lora_gate.run(ctx(lora_params, fault="grad-bug"))
     by_name = {c.name: c.passed for c in out.checks}
-    assert by_name == {lora.CHECK_A: False, lora.CHECK_B: True, lora.CHECK_FROZEN: True}
+    assert by_name == {lora_gate.CHECK_A: False, lora_gate.CHECK_B: True, lora_gate.CHECK_FROZEN: True}
     assert any(getattr(i, "text", "").startswith(" A (lora) cell 0 ana=") for i in out.items)
 
 
 def test_base_w_frozen_check_sees_a_write_to_w(lora_params):
-    out = lora.run(ctx(lora_params, fault="train-base"))
-    assert {c.name: c.passed for c in out.checks}[lora.CHECK_FROZEN] is False
+    out = lora_gate.run(ctx(lora_params, fault="train-base"))
+    assert {c.name: c.passed for c in out.checks}[lora_gate.CHECK_FROZEN] is False
 
 
 def test_r_above_dm_is_a_config_error(lora_params):
     with pytest.raises(ConfigError, match="R=7 must not exceed DM=6"):
-        lora.validate({**lora_params, "R": 7})
+        lora_gate.validate({**lora_params, "R": 7})
 
 
 def test_sizes_beyond_memory_are_refused_before_allocating(lora_params):
     with pytest.raises(ResourceError, match="DM=1048576"):
-        lora.validate({**lora_params, "DM": 1 << 20, "T": 1 << 20})
+        lora_gate.validate({**lora_params, "DM": 1 << 20, "T": 1 << 20})
 
 
 def test_overflowing_delta_is_refused_not_wrapped(lora_params):
     with pytest.raises(ResourceError, match=r"lora at T=3 DM=6 R=2 delta=1099511627776: int64 overflow"):
-        lora.run(ctx({**lora_params, "delta": 1 << 40}))
+        lora_gate.run(ctx({**lora_params, "delta": 1 << 40}))
 
 
 def test_init_uses_c_division():
-    m = lora.init_model(3, 6, 2)
+    m = core_lora.init_model(3, 6, 2)
     # x[0] = ((2 % 11) - 5) * S / 10 = -3S/10 -> -314572 in C (floor would give -314573)
     assert int(m.x[0, 0]) == -314572
     assert m.W.dtype == np.int64
@@ -88,9 +77,9 @@ def test_init_uses_c_division():
 def test_fast_path_without_the_a_priori_proof_gives_the_same_integers(lora_params, monkeypatch):
     """The guarded fallback (every op checked) and the proven path must agree."""
     params = {**lora_params, "T": 5, "DM": 33, "R": 4}
-    proven = lora.run(ctx(params))
-    monkeypatch.setattr(lora, "_proven_a", lambda *args: False)
-    checked = lora.run(ctx(params))
+    proven = lora_gate.run(ctx(params))
+    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: False)
+    checked = lora_gate.run(ctx(params))
     assert proven.metrics == checked.metrics
 
 
@@ -100,9 +89,9 @@ def test_fast_path_without_the_a_priori_proof_gives_the_same_integers(lora_param
 @pytest.mark.parametrize("T, DM, R, workers", [(3, 7, 3, 2), (5, 11, 2, 3), (2, 9, 5, 2)])
 def test_pooled_cells_equal_the_single_process_and_the_naive_path(T, DM, R, workers, lora_params):
     params = {**lora_params, "T": T, "DM": DM, "R": R}
-    pooled = lora.run(ctx({**params, "workers": workers}))
-    single = lora.run(ctx({**params, "workers": 1}))
-    naive = lora.run(ctx({**params, "algorithm": "naive"}))
+    pooled = lora_gate.run(ctx({**params, "workers": workers}))
+    single = lora_gate.run(ctx({**params, "workers": 1}))
+    naive = lora_gate.run(ctx({**params, "algorithm": "naive"}))
     assert pooled.metrics == single.metrics == naive.metrics
     assert pooled.digest == single.digest == naive.digest
     assert metrics_like_seed(pooled) == reference(T, DM, R)
@@ -110,32 +99,32 @@ def test_pooled_cells_equal_the_single_process_and_the_naive_path(T, DM, R, work
 
 def test_split_covers_every_row_once():
     for n, parts in [(7, 2), (2, 3), (1, 2), (256, 2), (11, 3)]:
-        pieces = lora._split(n, parts)
+        pieces = lora_pooled._split(n, parts)
         assert [i for r in pieces for i in r] == list(range(n)) and all(len(r) for r in pieces)
         assert len(pieces) == min(n, parts)
 
 
 def test_every_preset_stays_in_one_process(lora_params, monkeypatch):
-    assert lora.gradcheck_workers(0, 3, 6, 2) == lora.gradcheck_workers(0, 8, 96, 4) == 1
-    assert lora.gradcheck_workers(0, 16, 256, 8) == lora.gradcheck_workers(0, 32, 1024, 16) == 1
-    assert lora.gradcheck_workers(3, 3, 6, 2) == 3
+    assert lora_pooled.gradcheck_workers(0, 3, 6, 2) == lora_pooled.gradcheck_workers(0, 8, 96, 4) == 1
+    assert lora_pooled.gradcheck_workers(0, 16, 256, 8) == lora_pooled.gradcheck_workers(0, 32, 1024, 16) == 1
+    assert lora_pooled.gradcheck_workers(3, 3, 6, 2) == 3
 
     def no_fork(*args):
         raise AssertionError("a pool was made at the seed size")
 
-    monkeypatch.setattr(lora, "diffs_fast_pooled", no_fork)
-    out = lora.run(ctx({**lora_params, "workers": 0}))
+    monkeypatch.setattr(lora_pooled, "diffs_fast_pooled", no_fork)
+    out = lora_gate.run(ctx({**lora_params, "workers": 0}))
     assert all(c.passed for c in out.checks)
 
 
 def test_overflow_on_the_pool_is_refused_as_in_one_process(lora_params):
     with pytest.raises(ResourceError, match=r"delta=1099511627776: int64 overflow"):
-        lora.run(ctx({**lora_params, "delta": 1 << 40, "workers": 2}))
+        lora_gate.run(ctx({**lora_params, "delta": 1 << 40, "workers": 2}))
 
 
 def test_a_planted_fault_is_caught_on_the_pool_too(lora_params):
-    out = lora.run(ctx({**lora_params, "T": 3, "DM": 7, "R": 3, "workers": 2}, fault="grad-bug"))
-    assert {c.name: c.passed for c in out.checks}[lora.CHECK_A] is False
+    out = lora_gate.run(ctx({**lora_params, "T": 3, "DM": 7, "R": 3, "workers": 2}, fault="grad-bug"))
+    assert {c.name: c.passed for c in out.checks}[lora_gate.CHECK_A] is False
 
 
 # ---- L(+-delta) may use int64 up to 2^63: a sum of squares only grows ---------------------------------
@@ -150,20 +139,20 @@ def test_loss_between_2_62_and_2_63_is_exact_and_beyond_is_refused():
         q20.sum_squares(np.array([2 << 30, 2 << 30], dtype=np.int64))  # exactly 2^63: numpy would wrap
     base = np.array([[[1 << 30]]], dtype=np.int64)
     moved = base + (1 << 28)  # moves L by (2^30 + 2^28)^2 - 2^60 = 0.5625 * 2^60
-    assert int(lora._loss_delta(7 << 60, base, moved, base, (2,))[0, 0]) == (int(moved[0, 0, 0]) ** 2 - (1 << 60))
+    assert int(lora_fast._loss_delta(7 << 60, base, moved, base, (2,))[0, 0]) == (int(moved[0, 0, 0]) ** 2 - (1 << 60))
     with pytest.raises(q20.Q20Overflow, match="L\\(\\+-delta\\)"):
-        lora._loss_delta(15 << 59, base, moved, base, (2,))  # L(+d) = 8.0625 * 2^60 >= 2^63
+        lora_fast._loss_delta(15 << 59, base, moved, base, (2,))  # L(+d) = 8.0625 * 2^60 >= 2^63
 
 
 def test_the_a_priori_proof_fails_when_l_plus_delta_could_reach_2_63():
-    m = lora.init_model(3, 7, 2)
-    f = lora.forward(m)
+    m = core_lora.init_model(3, 7, 2)
+    f = core_lora.forward(m)
     from nxgates.core import q20
     dhs = [np.ones((1, 2, 3), dtype=np.int64)] * 2
     sum_abs_y = int(np.abs(f.y).sum())
-    assert lora._proven_a(m, f, dhs, sum_abs_y) is True
+    assert lora_fast._proven_a(m, f, dhs, sum_abs_y) is True
     f.loss = q20.SQUARES_LIMIT - 1
-    assert lora._proven_a(m, f, dhs, sum_abs_y) is False
+    assert lora_fast._proven_a(m, f, dhs, sum_abs_y) is False
 
 
 def test_a_gates_toml_written_before_workers_existed_still_loads():

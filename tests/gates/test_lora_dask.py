@@ -4,9 +4,9 @@ the cells they filled; the seed's integers, on the gate's own LocalCluster and t
 import pytest
 
 from nxgates.core import dask_pool
-from nxgates.gates import lora
-from tests.conftest import ctx
-from tests.gates.test_lora import metrics_like_seed, reference
+from nxgates.gates.lora import fast as lora_fast
+from nxgates.gates.lora import gate as lora_gate
+from tests.helpers import ctx, metrics_like_seed, reference
 
 pytest.importorskip("distributed")
 
@@ -28,15 +28,15 @@ def _no_fallback(*args):
 def test_lora_cells_on_dask_give_the_seeds_integers(cluster, monkeypatch, where):
     """The in-process paths are forbidden in the gate's process (the pool falls back to them when a task
     fails, with the same integers): the cells can only have come back from the cluster."""
-    monkeypatch.setattr(lora, "diffs_fast_a", _no_fallback)
-    monkeypatch.setattr(lora, "diffs_fast_b", _no_fallback)
+    monkeypatch.setattr(lora_fast, "diffs_fast_a", _no_fallback)
+    monkeypatch.setattr(lora_fast, "diffs_fast_b", _no_fallback)
     options = {} if where == "own cluster" else {"scheduler": cluster}
-    out = lora.run(ctx(ODD, **options))
+    out = lora_gate.run(ctx(ODD, **options))
     assert all(c.passed for c in out.checks)
     assert metrics_like_seed(out) == reference(5, 13, 3)
 
 
 def test_auto_takes_dask_given_a_scheduler_and_a_fault_is_still_caught(cluster, monkeypatch):
-    monkeypatch.setattr(lora, "diffs_fast_a", _no_fallback)
-    out = lora.run(ctx({**ODD, "executor": "auto"}, "grad-bug", scheduler=cluster))
-    assert {c.name for c in out.checks if not c.passed} == {lora.CHECK_A}
+    monkeypatch.setattr(lora_fast, "diffs_fast_a", _no_fallback)
+    out = lora_gate.run(ctx({**ODD, "executor": "auto"}, "grad-bug", scheduler=cluster))
+    assert {c.name for c in out.checks if not c.passed} == {lora_gate.CHECK_A}

@@ -5,11 +5,13 @@ import hashlib
 import numpy as np
 import pytest
 
+from nxgates.core import lora as core_lora
 from nxgates.core import q20
 from nxgates.errors import ResourceError
-from nxgates.gates import lora, lora_train
-from tests.conftest import ctx
-from tests.gates.seed_lora_train import seed_lora_train
+from nxgates.gatekit import Progress, RunContext
+from nxgates.gates import lora_train
+from tests.helpers import ctx
+from tests.oracles.seed_lora_train import seed_lora_train
 
 SEED = {"T": 3, "DM": 6, "R": 2, "steps": 10, "lr_q": 104858, "delta": 2097, "tol_permil": 70}
 
@@ -31,7 +33,8 @@ def test_every_integer_equals_the_python_int_training_loop(T, DM, R, steps, lr_q
     assert m["losses"] == ref["losses"] and 2 <= len(m["losses"]) <= steps + 1
     assert m["A"] == ref["A"] and m["B"] == ref["B"]
     assert m["final_worst_permil"] == ref["final_worst_permil"]
-    assert ref["W"] == [int(v) for v in lora.init_model(T, DM, R).W.reshape(-1)]  # the reference's W stayed put too
+    # the reference's W stayed put too
+    assert ref["W"] == [int(v) for v in core_lora.init_model(T, DM, R).W.reshape(-1)]
 
 
 def test_seed_size_is_green_and_starts_at_the_lora_seeds_loss():
@@ -79,10 +82,10 @@ def test_stale_grad_is_caught_by_the_gradcheck_not_by_the_loss():
 
 
 def test_trainer_updates_only_the_adapter_and_from_the_same_step():
-    m = lora.init_model(3, 6, 2)
+    m = core_lora.init_model(3, 6, 2)
     trainer = lora_train.Trainer(m, 104858)
     f = trainer.forward()
-    dA, dB = lora.backward(m, f)
+    dA, dB = core_lora.backward(m, f)
     A0, B0, W0 = m.A.copy(), m.B.copy(), m.W.copy()
     trainer.step(f)
     assert np.array_equal(m.W, W0)
@@ -109,3 +112,27 @@ def test_final_adapter_lists_stop_above_4096_cells():
 def test_a_learning_rate_that_would_wrap_int64_is_refused():
     with pytest.raises(ResourceError, match=r"lora-train at T=3 DM=6 R=2 steps=10 lr_q=1099511627776 .*overflow"):
         lora_train.run(ctx({**SEED, "lr_q": 1 << 40}))
+
+
+class UnitsProgress(Progress):
+    """Every unit of work the gate starts: [label, total, steps advanced until the next start]."""
+
+    def __init__(self):
+        self.units = []
+
+    def start(self, label, total):
+        self.units.append([label, total, 0])
+
+    def advance(self, steps=1):
+        self.units[-1][2] += steps
+
+
+@pytest.mark.parametrize("T,DM,R", [(3, 6, 2), (2, 9, 4)])
+def test_every_progress_bar_ends_full(T, DM, R):
+    """Each unit's total is the steps that advance it: a bar that stops short (or overflows) misleads."""
+    progress = UnitsProgress()
+    out = lora_train.run(RunContext(params={**SEED, "T": T, "DM": DM, "R": R}, progress=progress))
+    assert out.checks and all(c.passed for c in out.checks)
+    assert [(label, total) for label, total, _ in progress.units] == [
+        ("training steps", SEED["steps"]), ("gradcheck cells", 2 * DM * R), ("training steps", SEED["steps"])]
+    assert [done for _, _, done in progress.units] == [total for _, total, _ in progress.units]

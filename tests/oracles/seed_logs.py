@@ -1,12 +1,12 @@
 """What the seed programs print, produced on the test side: the logs ``nxgates crosscheck`` reads.
 
-``lora_log`` prints the results of the Python-int transcription (:mod:`tests.gates.seed_lora`) with the
+``lora_log`` prints the results of the Python-int transcription (:mod:`tests.oracles.seed_lora`) with the
 seed's exact ``w``/``wn`` calls, failing-cell lines included. ``parallel_grad_log`` prints the seed's lines
 from its figures with the seed's own decisions (T1: no mismatch and more non-zero cells than NP; T2: all
 B tasks on more than one worker; verdict from the count).
 """
 
-from tests.gates.seed_lora import cdiv, seed_lora
+from tests.oracles.seed_lora import cdiv, seed_lora
 
 LORA_GREEN = ("GREEN {tot}/{want} -- integer LoRA/PEFT PROVEN (frozen base + low-rank adapter grads), no float. "
               "modelwright LoRA axis: ABSENT->present.\n")

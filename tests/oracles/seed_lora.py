@@ -1,7 +1,9 @@
 """A line-by-line transcription of ../shared/seeds/nx_intfp_lora_gradcheck_gate.nx with Python ints.
 
 Deliberately scalar and naive: it shares no code with nxgates, so agreeing with it means agreeing with
-the seed program. ``cdiv`` is C's truncating division (the seed's i64 ``/``).
+the seed program. ``cdiv`` is C's truncating division (the seed's i64 ``/``). :class:`SeedModel` is the
+seed's tensors with its ``lora_fwd`` and ``lora_bwd``; :func:`seed_lora` its gradcheck, and
+:mod:`tests.oracles.seed_lora_train` trains the same model.
 """
 
 S = 1048576
@@ -24,14 +26,20 @@ def python_int_loss(x, W, A, B) -> int:
     return total
 
 
-def seed_lora(T=3, DM=6, R=2, DELTA=2097, TOLP=70, fault=None):
-    x = [cdiv((((i * 5 + 2) % 11) - 5) * S, 10) for i in range(T * DM)]
-    W = [cdiv((((i * 7 + 3) % 13) - 6) * S, 12) for i in range(DM * DM)]
-    A = [cdiv((((i * 7 + 1) % 11) - 5) * S, 16) for i in range(DM * R)]
-    B = [cdiv((((i * 3 + 2) % 11) - 5) * S, 16) for i in range(R * DM)]
-    st = {}
+class SeedModel:
+    """The seed's flat tensors x, W, A, B; ``fwd`` keeps h and y for ``bwd``, as the seed's globals do."""
 
-    def fwd():
+    def __init__(self, T: int, DM: int, R: int):
+        self.T, self.DM, self.R = T, DM, R
+        self.x = [cdiv((((i * 5 + 2) % 11) - 5) * S, 10) for i in range(T * DM)]
+        self.W = [cdiv((((i * 7 + 3) % 13) - 6) * S, 12) for i in range(DM * DM)]
+        self.A = [cdiv((((i * 7 + 1) % 11) - 5) * S, 16) for i in range(DM * R)]
+        self.B = [cdiv((((i * 3 + 2) % 11) - 5) * S, 16) for i in range(R * DM)]
+        self.h: list[int] = []
+        self.y: list[int] = []
+
+    def fwd(self) -> int:
+        T, DM, R, x, W, A, B = self.T, self.DM, self.R, self.x, self.W, self.A, self.B
         xw = [0] * (T * DM)
         h = [0] * (T * R)
         y = [0] * (T * DM)
@@ -56,11 +64,12 @@ def seed_lora(T=3, DM=6, R=2, DELTA=2097, TOLP=70, fault=None):
                 yv = xw[t * DM + j] + cdiv(acc, S)
                 y[t * DM + j] = yv
                 Lq += yv * yv
-        st["h"], st["y"] = h, y
+        self.h, self.y = h, y
         return Lq
 
-    def bwd():
-        h, y = st["h"], st["y"]
+    def bwd(self) -> tuple[list[int], list[int]]:
+        T, DM, R, x, B = self.T, self.DM, self.R, self.x, self.B
+        h, y = self.h, self.y
         dy = [2 * v for v in y]
         dA = [0] * (DM * R)
         dB = [0] * (R * DM)
@@ -85,19 +94,27 @@ def seed_lora(T=3, DM=6, R=2, DELTA=2097, TOLP=70, fault=None):
                 dA[i * R + k] = acc
         return dA, dB
 
+    def num(self, Wt: list[int], i: int, DELTA: int) -> int:
+        """The central difference of cell i of ``Wt`` (A or B, moved in place and restored)."""
+        save = Wt[i]
+        Wt[i] = save + DELTA
+        Lp = self.fwd()
+        Wt[i] = save - DELTA
+        Lm = self.fwd()
+        Wt[i] = save
+        return cdiv(Lp - Lm, 2 * DELTA)
+
+
+def seed_lora(T=3, DM=6, R=2, DELTA=2097, TOLP=70, fault=None):
+    model = SeedModel(T, DM, R)
+
     def gcheck(Wt, dW):
         maxabs = max([1] + [abs(v) for v in dW])
         npass = worst = 0
         nums = []
         for i in range(len(Wt)):
-            save = Wt[i]
-            Wt[i] = save + DELTA
-            Lp = fwd()
-            Wt[i] = save - DELTA
-            Lm = fwd()
-            Wt[i] = save
-            fwd()
-            num = cdiv(Lp - Lm, 2 * DELTA)
+            num = model.num(Wt, i, DELTA)
+            model.fwd()
             rel = cdiv(abs(num - dW[i]) * 1000, maxabs)
             npass += rel <= TOLP
             worst = max(worst, rel)
@@ -105,6 +122,6 @@ def seed_lora(T=3, DM=6, R=2, DELTA=2097, TOLP=70, fault=None):
         return {"passed": npass == len(Wt), "cells": len(Wt), "npass": npass, "worst_permil": worst,
                 "max_abs_grad": maxabs, "analytic": list(dW), "numeric": nums}
 
-    L0 = fwd()
-    dA, dB = bwd()
-    return {"loss_q": L0, "A": gcheck(A, dA), "B": gcheck(B, dB)}
+    L0 = model.fwd()
+    dA, dB = model.bwd()
+    return {"loss_q": L0, "A": gcheck(model.A, dA), "B": gcheck(model.B, dB)}
