@@ -222,8 +222,8 @@ def _toml(text: str, source: str) -> dict[str, Any]:
 @functools.cache  # listed once per process: every table of every registry asks, up to twice
 def available_modules() -> frozenset[str]:
     """The gate modules nxgates ships: the only modules a registry may name, besides registered plugins."""
-    return frozenset(name.removesuffix(".py") for name in os.listdir(GATES_DIR)
-                     if name.endswith(".py") and not name.startswith("_"))
+    return frozenset(name.removesuffix(".py") for name in os.listdir(GATES_DIR) if not name.startswith("_") and (
+        name.endswith(".py") or os.path.isfile(os.path.join(GATES_DIR, name, "__init__.py"))))
 
 
 def _plugin_entries(registry: Registry) -> dict[str, GateEntry]:

@@ -23,34 +23,47 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
+from nxgates.core.bits import compare_bits
+from nxgates.core.chunks import chunk_examples
 from nxgates.core.memory import require
-from nxgates.core.mlp import Dims, example_grads, init_data
-from nxgates.core.pool import EXECUTORS, TaskRecord, WorkerPool, auto_workers, make_pool, resolve
+from nxgates.core.mlp import Dims, example_grads, init_data, mlp_params
+from nxgates.core.numeric import Verdict, compare, mlp_numeric
+from nxgates.core.pool import (
+    EXECUTORS,
+    AutoExecutor,
+    TaskRecord,
+    WorkerPool,
+    auto_workers,
+    choose_executor,
+    make_pool,
+    resolve,
+)
 from nxgates.core.tape import F32, Tape, constf, tree_sum
 from nxgates.core.train import batch_mean, sgd_step, streamed_batch_mean, tree_leaf_order, tree_levels
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
-from nxgates.gates.parallel_grad import AUTO_PROCESS_PARAMS, choose_executor, chunk_examples, compare_bits
-from nxgates.gates.ta_gradcheck import compare, mlp_numeric
+from nxgates.gates._tape_faults import ReluGradEverywhereTape
+
+#: what executor=auto means here: dask given a scheduler address, else processes from NP = 16384 up (the
+#: per-example work is parallel-grad's, and so is where a fork pays)
+AUTO_EXECUTOR = AutoExecutor(process_from=16384)
 
 PARAMS = {
-    "D": IntParam("input width", min=1, max=1 << 20),
-    "H": IntParam("hidden width", min=1, max=1 << 20),
-    "O": IntParam("output width", min=1, max=1 << 20),
-    "B": IntParam("examples in the batch (one pool task each, every step)", min=2, max=1 << 20),
+    **mlp_params(IntParam("examples in the batch (one pool task each, every step)", min=2, max=1 << 20)),
     "steps": IntParam("SGD steps (D3 compares the first and the last)", min=2, max=1 << 16),
     "lr_num": IntParam("learning rate numerator: lr = constf(lr_num, lr_den)", min=1, max=1 << 24),
     "lr_den": IntParam("learning rate denominator", min=1, max=1 << 24),
     "workers": IntParam("pool workers for D1; D2 adds a pool of one more; 0 = usable CPUs, at least 2",
                         min=0, max=1023),
     "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), or auto (process from "
-                            f"NP >= {AUTO_PROCESS_PARAMS} up)", ("auto", *EXECUTORS)),
+                            f"NP >= {AUTO_EXECUTOR.process_from} up)", ("auto", *EXECUTORS)),
     "step_exp": IntParam("D4: central-difference step d = 10^-step_exp (float64)", min=1, max=12),
     "tol_permil": IntParam("D4: a cell passes when |num - ana| * 1000 / max|grad| <= this", min=0, max=1000),
     "d4_examples": IntParam("D4: check the batch gradient of the first this many examples (0 = all B)",
@@ -80,7 +93,7 @@ FAULTS = {
 
 
 @dataclass
-class Job:
+class TrainingJob:
     """Weights (current and previous step's), data, each step's losses, and a chunk's gradient rows.
 
     A step's B gradients go through in chunks of ``grads.shape[1]`` examples, in the order the batch tree
@@ -115,7 +128,7 @@ class Job:
 
     @classmethod
     def make(cls, dims: Dims, B: int, fault: str | None, array=lambda shape: np.empty(shape, F32),
-             remote: bool = False) -> Job:
+             remote: bool = False) -> TrainingJob:
         """``array`` allocates: a pool's shared memory (made before its workers start) or plain numpy."""
         w, x, t = init_data(dims, B)
         chunk = chunk_examples(dims.n_params, 1, B, remote)
@@ -132,8 +145,8 @@ class Job:
     def arena(self, worker: int) -> Tape:
         tape = self.arenas.get(worker)
         if tape is None:
-            tape = self.arenas[worker] = Tape(self.dims.arena, fault="relu-grad" if self.fault == "relu-grad"
-                                              else None)
+            kind = ReluGradEverywhereTape if self.fault == "relu-grad" else Tape
+            tape = self.arenas[worker] = kind(self.dims.arena)
         return tape
 
     def example(self, b: int, row: np.ndarray, worker: int) -> None:
@@ -145,18 +158,27 @@ class Job:
             self.losses[b] = example_grads(self.arena(worker), self.dims, w, self.x[b], self.t[b], row, w1_t=w1_t)
 
 
-def run_task(ctx: tuple, worker: int) -> tuple[np.ndarray, np.float32] | None:
+class TrainTask(NamedTuple):
+    """What one pool task is told."""
+
+    handle: Hashable  #: the shared :class:`TrainingJob`
+    b: int  #: the example
+    half: int  #: the chunk buffer its row goes into
+    slot: int  #: its row there
+    step_weights: Hashable | None = None  #: on a remote worker: this step's weights, shared separately
+
+
+def run_task(ctx: TrainTask, worker: int) -> tuple[np.ndarray, np.float32] | None:
     """Pool task: example ``b`` into row ``slot`` of chunk buffer ``half`` (module level so it pickles). On
     a remote worker the context also names this step's weights, and the row and loss go back to the gate."""
-    handle, b, half, slot, *step_weights = ctx
-    job = resolve(handle)
-    if step_weights:
-        job.w, job.w1_t, job.w_prev, job.w1_t_prev = resolve(step_weights[0])
-    job.example(b, job.grads[half, slot], worker)
-    return (job.grads[half, slot], job.losses[b]) if job.remote else None
+    job = resolve(ctx.handle)
+    if ctx.step_weights is not None:
+        job.w, job.w1_t, job.w_prev, job.w1_t_prev = resolve(ctx.step_weights)
+    job.example(ctx.b, job.grads[ctx.half, ctx.slot], worker)
+    return (job.grads[ctx.half, ctx.slot], job.losses[ctx.b]) if job.remote else None
 
 
-def store_example(job: Job, b: int, row: np.ndarray, result: tuple[np.ndarray, np.float32]) -> None:
+def store_example(job: TrainingJob, b: int, row: np.ndarray, result: tuple[np.ndarray, np.float32]) -> None:
     """``on_result`` of a remote task: its row and loss land in the gate's job."""
     row[...], job.losses[b] = result
 
@@ -166,7 +188,7 @@ class StepFailed(Exception):
 
 
 @dataclass
-class Training:
+class TrainingRun:
     """One run: the weights after every step, each step's mean loss, step 0's batch gradient."""
 
     label: str
@@ -180,15 +202,15 @@ class Training:
     seconds: float = 0.0
 
 
-class Trainer:
+class SgdTrainer:
     """Runs ``steps`` SGD steps of a job, serially (``pool`` None) or as B pool tasks per step."""
 
-    def __init__(self, job: Job, lr: np.float32, ctx: RunContext, pool: WorkerPool | None = None):
+    def __init__(self, job: TrainingJob, lr: np.float32, ctx: RunContext, pool: WorkerPool | None = None):
         self.job, self.lr, self.ctx, self.pool = job, lr, ctx, pool
         self.handle = pool.share(job) if pool is not None else 0
         self.order = tree_leaf_order(job.losses.size)  #: the examples in the order the batch tree adds them
         self.keep: np.ndarray | None = None  #: where step 0's first rows are kept (D4), by example
-        self.step_weights: tuple = ()
+        self.step_weights: Hashable | None = None
 
     def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, list[TaskRecord]]]:
         """The step's gradient rows, a chunk at a time in the tree's order: (examples, rows, task records).
@@ -209,10 +231,10 @@ class Trainer:
             else:
                 done_before, start = pool.n_completed(), len(pool.records)
                 if c == 0:  # a remote worker gets this step's weights once, as one more shared object
-                    self.step_weights = (pool.share(job.weights()),) if pool.remote else ()
-                step = self.step_weights
+                    self.step_weights = pool.share(job.weights()) if pool.remote else None
                 for slot, b in enumerate(examples.tolist()):
-                    pool.submit(run_task, (self.handle, b, half, slot, *step), label=f"example {b}",
+                    task = TrainTask(self.handle, b, half, slot, self.step_weights)
+                    pool.submit(run_task, task, label=f"example {b}",
                                 on_result=partial(store_example, job, b, rows[slot]) if pool.remote else None)
                 waited = pool.wait(done_before + examples.size, self.ctx.remaining())
                 records = pool.records[start:]
@@ -247,10 +269,10 @@ class Trainer:
 
         return streamed_batch_mean(B, width, take)
 
-    def train(self, steps: int, label: str, keep_rows: int = 0) -> Training:
+    def train(self, steps: int, label: str, keep_rows: int = 0) -> TrainingRun:
         """``keep_rows``: how many of step 0's per-example gradient rows to keep (for D4)."""
         job = self.job
-        run = Training(label, self.pool.n_workers if self.pool is not None else 0)
+        run = TrainingRun(label, self.pool.n_workers if self.pool is not None else 0)
         run.grads0 = np.empty((keep_rows, job.grads.shape[2]), F32)
         t0 = time.perf_counter()
         for s in range(steps):
@@ -293,7 +315,7 @@ def validate(p: dict) -> None:
         raise ConfigError("workers=1 is not data-parallel; use 0 (auto) or >= 2 (D2 adds one more)")
     if p["d4_examples"] > p["B"]:
         raise ConfigError(f"d4_examples={p['d4_examples']} exceeds the batch B={p['B']}")
-    dims = Dims(p["D"], p["H"], p["O"])
+    dims = Dims.of(p)
     workers = (p["workers"] or auto_workers()) + 1
     B, NP = p["B"], dims.n_params
     chunk = chunk_examples(NP, 1, B, remote=p["executor"] == "dask")
@@ -307,10 +329,10 @@ def validate(p: dict) -> None:
 
 def run(ctx: RunContext) -> GateOutput:
     p = ctx.params
-    dims, B, steps = Dims(p["D"], p["H"], p["O"]), p["B"], p["steps"]
+    dims, B, steps = Dims.of(p), p["B"], p["steps"]
     lr = constf(p["lr_num"], p["lr_den"])
     scheduler = ctx.options.get("scheduler")
-    executor = choose_executor(p["executor"], dims, scheduler)
+    executor = choose_executor(p["executor"], scheduler, AUTO_EXECUTOR, dims.n_params)
     n_workers = p["workers"] or auto_workers()
     out = GateOutput()
     out.info(f"nx_dp_train: {steps} steps of minibatch SGD (B={B}, lr=constf({p['lr_num']},{p['lr_den']})="
@@ -318,13 +340,14 @@ def run(ctx: RunContext) -> GateOutput:
     ctx.progress.start("training steps", 3 * steps)
 
     k = p["d4_examples"] or B
-    serial = Trainer(Job.make(dims, B, ctx.fault), lr, ctx).train(steps, "serial", keep_rows=k if k < B else 0)
+    serial = SgdTrainer(TrainingJob.make(dims, B, ctx.fault), lr, ctx).train(steps, "serial",
+                                                                            keep_rows=k if k < B else 0)
     runs = [serial]
     for workers in (n_workers, n_workers + 1):
         pool = make_pool(executor, workers, None, scheduler)
         try:
-            job = Job.make(dims, B, ctx.fault, pool.array, pool.remote)
-            runs.append(Trainer(job, lr, ctx, pool).train(steps, f"{workers} workers"))
+            job = TrainingJob.make(dims, B, ctx.fault, pool.array, pool.remote)
+            runs.append(SgdTrainer(job, lr, ctx, pool).train(steps, f"{workers} workers"))
         finally:
             pool.close()
     _, par, par2 = runs
@@ -369,7 +392,7 @@ def run(ctx: RunContext) -> GateOutput:
     return out
 
 
-def compare_runs(reference: Training, other: Training) -> tuple[bool, str]:
+def compare_runs(reference: TrainingRun, other: TrainingRun) -> tuple[bool, str]:
     """Every step's weights, raw float32 bits; a run that stopped early fails with its reason."""
     for run in (other, reference):
         if run.problem:
@@ -387,7 +410,7 @@ def compare_runs(reference: Training, other: Training) -> tuple[bool, str]:
     return True, f"{reference.label} vs {other.label}: {n} steps x {reference.weights[0].size} weights"
 
 
-def check_d4(dims: Dims, serial: Training, k: int, step: float, tol: int):
+def check_d4(dims: Dims, serial: TrainingRun, k: int, step: float, tol: int) -> Verdict:
     """The tree mean of step 0's first ``k`` per-example gradients (all B: the batch gradient the first
     update used) vs the mean of their float64 central differences."""
     analytic = batch_mean(serial.grads0) if len(serial.grads0) else serial.g0

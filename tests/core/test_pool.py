@@ -1,4 +1,5 @@
-"""The worker pool: completion counts, distinct workers, task errors, bounded waits, planted faults."""
+"""The worker pool: completion counts, distinct workers, task errors, bounded waits, its override points (and
+parallel-grad's pool faults, planted through them)."""
 
 import threading
 import time
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from nxgates.core.pool import ProcessWorkerPool, WorkerPool, auto_workers, make_pool, resolve
+from nxgates.gates.parallel_grad.faults import DropTask, SingleWorker
 
 
 def noop(ctx, worker):
@@ -82,8 +84,37 @@ def test_wait_is_bounded_by_its_timeout():
         release.set()
 
 
+class OnWorker0:
+    def worker_for(self, task):
+        return 0
+
+
+class RefusesTask3:
+    def accepts(self, task):
+        return task != 3
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_a_class_in_front_of_the_pool_overrides_where_tasks_go(kind):
+    with make_pool(kind, 2, OnWorker0) as pool:
+        assert isinstance(pool, WorkerPool) and pool.kind == kind
+        for b in range(6):
+            pool.submit(noop, b)
+        assert pool.wait(6, timeout=30).reached
+        assert pool.workers_used(pool.records) == {0}
+
+
+def test_a_task_the_pool_does_not_accept_is_recorded_and_never_runs():
+    with make_pool("process", 2, RefusesTask3) as pool:
+        for b in range(5):
+            pool.submit(noop, b, label=f"example {b}")
+        res = pool.wait(5, timeout=60)
+        assert not res.reached and not res.timed_out
+        assert [r.label for r in pool.records if not r.done] == ["example 3"]
+
+
 def test_single_worker_fault_puts_everything_on_worker_0():
-    with WorkerPool(2, fault="single-worker") as pool:
+    with make_pool("thread", 2, SingleWorker) as pool:
         for b in range(6):
             pool.submit(noop, b)
         assert pool.wait(6, timeout=30).reached
@@ -91,7 +122,7 @@ def test_single_worker_fault_puts_everything_on_worker_0():
 
 
 def test_dropped_task_is_reported_at_once_not_waited_for():
-    with WorkerPool(2, fault="drop-task") as pool:
+    with make_pool("thread", 2, DropTask) as pool:
         for b in range(8):
             pool.submit(noop, b, label=f"example {b}")
         t0 = time.monotonic()
@@ -180,7 +211,7 @@ def test_closing_waits_a_bounded_time_for_an_executor_that_does_not_finish(monke
     (it is what a lost SIGTERM looked like), close() still returns and its workers are terminated."""
     from concurrent.futures import process
 
-    from nxgates.core import pool as pool_module
+    from nxgates.core.pool import forked as pool_module
 
     real = process._ExecutorManagerThread.join_executor_internals
 

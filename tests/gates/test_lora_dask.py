@@ -3,7 +3,7 @@ the cells they filled; the seed's integers, on the gate's own LocalCluster and t
 
 import pytest
 
-from nxgates.core import dask_pool
+from nxgates.core.pool import dask as dask_pool
 from nxgates.gates import lora
 from tests.conftest import ctx
 from tests.gates.test_lora import metrics_like_seed, reference
