@@ -5,17 +5,27 @@ example pass's :class:`~nxgates.core.mlp.ExampleHooks`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import Any, Protocol
 
-from nxgates.core.mlp import ExampleHooks
+from nxgates.core.mlp import Dims, ExampleHooks
 from nxgates.core.pool import WorkerPool
 from nxgates.core.tape import F32, Node, Tape
 from nxgates.gatekit import Fault
 from nxgates.gates.parallel_grad.checks import T1, T2, T3
 from nxgates.gates.parallel_grad.host_memory import HostFiles
 
-if TYPE_CHECKING:
-    from nxgates.gates.parallel_grad.job import GradJob
+
+class PlantedState(Protocol):
+    """What the faults read and keep in the job (:class:`~nxgates.gates.parallel_grad.job.GradJob`)."""
+
+    dims: Dims
+    fault: str | None
+    shared_arena: Tape | None
+    barrier: Any
+    first_done: set[int]
+    evaluations: dict[int, int]
+    lock: threading.Lock
 
 FAULTS = {
     "shared-arena": Fault("every task uses one shared tape/arena; a barrier forces the tasks to overlap", (T1,)),
@@ -66,7 +76,7 @@ class PlantedHooks(ExampleHooks):
             self.barrier.wait()
 
 
-def drift(job: GradJob, b: int) -> int:
+def drift(job: PlantedState, b: int) -> int:
     """0 unless the nondeterministic fault is on: then example 1 drifts with each evaluation in this process."""
     if job.fault != "nondeterministic" or b != DRIFTING_EXAMPLE:
         return 0
@@ -76,13 +86,13 @@ def drift(job: GradJob, b: int) -> int:
     return n
 
 
-def serial_hooks(job: GradJob, b: int) -> PlantedHooks | None:
+def serial_hooks(job: PlantedState, b: int) -> PlantedHooks | None:
     """The serial pass's hooks for example ``b``: None in a clean run."""
     n = drift(job, b)
     return PlantedHooks(n) if n else None
 
 
-def task_hooks(job: GradJob, b: int, worker: int) -> PlantedHooks | None:
+def task_hooks(job: PlantedState, b: int, worker: int) -> PlantedHooks | None:
     """A pool task's hooks for example ``b``: None in a clean run. Under shared-arena each worker's first
     example waits at the barrier, so the workers' examples overlap on the one arena."""
     barrier = None
@@ -93,7 +103,7 @@ def task_hooks(job: GradJob, b: int, worker: int) -> PlantedHooks | None:
     return PlantedHooks(n, barrier) if n or barrier is not None else None
 
 
-def plant_shared_arena(job: GradJob, pool: WorkerPool, host: HostFiles, chunk: int) -> None:
+def plant_shared_arena(job: PlantedState, pool: WorkerPool, host: HostFiles, chunk: int) -> None:
     """shared-arena: one tape on memory every worker maps, and the barrier that makes the tasks overlap."""
     if pool.remote:
         vals, grads = host.array((job.dims.arena,)), host.array((job.dims.arena,))
