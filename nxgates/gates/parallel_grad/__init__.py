@@ -20,15 +20,7 @@ rows no task compared (a lost task, rows returned by a remote worker) are compar
 
 from nxgates.gates.parallel_grad.checks import T1, T2, T3, T4
 from nxgates.gates.parallel_grad.faults import FAULTS
-from nxgates.gates.parallel_grad.gate import (
-           AUTO_EXECUTOR,
-           AUTO_PROCESS_PARAMS,
-           GATE,
-           PARAMS,
-           footprint_bytes,
-           run,
-           validate,
-)
+from nxgates.gates.parallel_grad.gate import AUTO_EXECUTOR, GATE, PARAMS, footprint_bytes, run, validate
 
-__all__ = ["AUTO_EXECUTOR", "AUTO_PROCESS_PARAMS", "FAULTS", "GATE", "PARAMS", "T1", "T2", "T3", "T4",
+__all__ = ["AUTO_EXECUTOR", "FAULTS", "GATE", "PARAMS", "T1", "T2", "T3", "T4",
            "footprint_bytes", "run", "validate"]

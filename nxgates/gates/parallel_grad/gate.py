@@ -28,19 +28,17 @@ from nxgates.gates.parallel_grad.host_memory import HostFiles
 from nxgates.gates.parallel_grad.job import GradJob
 from nxgates.gates.parallel_grad.stream import PoolStart, stream
 
-#: Measured on 2 cores (make bench): threads hold the GIL between numpy calls and gain nothing at any size
-#: here; forked processes reach 1.6x at NP = 34k and 1.8x at NP = 203k, but cost a fork at start.
-AUTO_PROCESS_PARAMS = 16384
-
-#: what executor=auto means here: dask given a scheduler address, else processes from that many parameters
-AUTO_EXECUTOR = AutoExecutor(process_from=AUTO_PROCESS_PARAMS)
+#: What executor=auto means here: dask given a scheduler address, else processes from NP = 16384 up, else
+#: threads. Measured on 2 cores (make bench): threads hold the GIL between numpy calls and gain nothing at any
+#: size here; forked processes reach 1.6x at NP = 34k and 1.8x at NP = 203k, but cost a fork at start.
+AUTO_EXECUTOR = AutoExecutor(process_from=16384)
 
 PARAMS = {
     **mlp_params(IntParam("examples in the batch (one pool task each)", min=2, max=1 << 20)),
     "workers": IntParam("pool workers; 0 = usable CPUs, at least 2", min=0, max=1024),
     "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), dask (a LocalCluster, or "
                             "--scheduler ADDRESS), or auto (process from "
-                            f"NP >= {AUTO_PROCESS_PARAMS} up, where it pays)", ("auto", *EXECUTORS)),
+                            f"NP >= {AUTO_EXECUTOR.process_from} up, where it pays)", ("auto", *EXECUTORS)),
 }
 
 

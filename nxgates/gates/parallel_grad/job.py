@@ -38,10 +38,12 @@ class GradJob:
     inputs_by_index: bool = False
     rows_shared: bool = True  #: ``outputs`` is memory every worker maps (forked, threads, a LocalCluster)
     n_workers: int = 1  #: the pool's, for start-up to touch only the rows each worker will write
-    shared_arena: Tape | None = None
-    barrier: Any = None
     arenas: dict[int, Tape] = field(default_factory=dict)
     rerun_rows: dict[int, np.ndarray] = field(default_factory=dict)
+    # the planted faults' state (:mod:`.faults`): shared-arena's one arena and barrier, and which workers met
+    # it; nondeterministic's evaluations per example
+    shared_arena: Tape | None = None
+    barrier: Any = None
     first_done: set[int] = field(default_factory=set)
     evaluations: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
