@@ -195,7 +195,7 @@ def test_a_process_pool_whose_manager_thread_dies_does_not_wait_forever(monkeypa
         t0 = time.monotonic()
         if refused:
             with pytest.raises(ResourceError, match="refused the process pool a thread.*ulimit -v"):
-                pool.wait(4, 10.0)  # without a timeout it used to wait forever
+                pool.wait(4, 10.0)  # bounded: a lost manager thread must not make it wait forever
         else:
             waited = pool.wait(4, 10.0)
             assert not waited.reached and {r.error for r in pool.records} == {

@@ -22,7 +22,7 @@ from nxgates.core.pool.shared import TaskRecord
 from nxgates.errors import ConfigError, ResourceError, refused_a_resource
 
 #: Forked workers per usable CPU at most: beyond it they only wait their turn, and each costs a fork,
-#: a process and its pipes (1024 of them hung start-up past any timeout).
+#: a process and its pipes (a thousand of them make start-up outlast any timeout).
 PROCESS_WORKERS_PER_CPU = 8
 #: What one forked worker is assumed to cost in memory beyond what it shares with the parent.
 PROCESS_WORKER_BYTES = 64 << 20

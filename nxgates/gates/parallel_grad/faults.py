@@ -48,7 +48,7 @@ class SingleWorker:
 
 
 class DropTask:
-    """drop-task: one task, on the second worker past the first round, is recorded and never run."""
+    """drop-task: one task, on the second worker once every worker has had one, is recorded and never run."""
 
     n_workers: int
 
