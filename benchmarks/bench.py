@@ -9,7 +9,7 @@ Prints a table, writes bench-results/bench.json, and exits 1 if a target is miss
   peak memory within 2 GiB; per-example gradient throughput vs torch.func.vmap(grad) when .venv-peer
   exists (`make peer-venv`; torch is never a dependency).
 * start-up: whole-process ``nxgates run lora`` at most 1.2x ``python -c "import numpy, click, rich"``.
-* scale (issue 11): parallel-grad's gate time at most 1.3x its timed passes (serial + 2 x parallel), its
+* scale: parallel-grad's gate time at most 1.3x its timed passes (serial + 2 x parallel), its
   whole process at large within 0.8 s, its peak memory flat in B (B=4096 vs 256 within 1.3x) and xl within
   1 GiB; lora's fast gradcheck on 2 workers at least 1.7x one worker at large, and lora xl within 15 s.
 * training gates: lora-train large in about a second; lora-train and dp-train green at every preset;
@@ -22,96 +22,18 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_dask import measure as measure_dask
+from measure import ROOT, GiB, child, median, paired_wall, wall, wall_ok
+
 PEER_PYTHON = ROOT / ".venv-peer" / "bin" / "python"
-GiB = 1 << 30
-
-
-def one(spec: dict) -> dict:
-    """In the child: run a gate ``spec['repeat']`` times; report seconds, metrics and peak RSS."""
-    from nxgates import registry
-    from nxgates.runner import run_gate
-
-    reg = registry.load(None)
-    entry = reg.resolve(spec["gate"])
-    params = registry.effective_params([entry], spec.get("preset"), spec.get("sets", []))[entry.name]
-    runs = []
-    for _ in range(spec.get("repeat", 1)):
-        t0 = time.perf_counter()
-        report = run_gate(entry, params)
-        runs.append({"seconds": time.perf_counter() - t0, "passed": report.passed,
-                     "metrics": {k: v for k, v in report.output.metrics.items() if not isinstance(v, dict)}})
-    self_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"runs": runs, "rss_self": self_kib * 1024, "rss_children": children_kib * 1024}
-
-
-def child(spec: dict) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)], capture_output=True, text=True,
-                         cwd=ROOT, check=True)
-    return json.loads(out.stdout)
-
-
-def median(values):
-    return statistics.median(values)
-
-
-def wall(cmd: list[str], repeats: int) -> float:
-    return wall_ok(cmd, repeats)[0]
-
-
-def wall_ok(cmd: list[str], repeats: int) -> tuple[float, bool]:
-    """Median whole-process seconds of ``cmd``, and whether every run exited 0."""
-    times, ok = [], True
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        ok &= subprocess.run(cmd, capture_output=True, check=False, cwd="/tmp").returncode == 0
-        times.append(time.perf_counter() - t0)
-    return median(times), ok
-
-
-def paired_wall(a: list[str], b: list[str], pairs: int) -> tuple[float, float, float, str]:
-    """Whole-process seconds of ``a`` and ``b`` run in turn (A B A B ...) and the median of the pairwise
-    ratios A/B: pairing keeps a ratio honest while the machine's speed drifts. Uses the workplace's
-    ``farm-bench`` when it is on PATH (the operating system's own accounting), else the same pairing here."""
-    import shlex
-    import shutil
-
-    tool = shutil.which("farm-bench")
-    if tool:
-        out = subprocess.run([tool, "-n", str(pairs), "--warmup", "2", "--vs", shlex.join(b), "--", *a],
-                             capture_output=True, text=True, cwd="/tmp", check=False).stdout
-        rows = {}
-        for line in out.splitlines():  # "A wall s   min median max": the median is quoted
-            words = line.split()
-            try:
-                _low, middle, _high = (float(w) for w in words[-3:])
-            except ValueError:  # a header or a sentence, not a row of figures
-                continue
-            rows[" ".join(words[:-3])] = middle
-        if {"A wall s", "B wall s", "A/B wall"} <= rows.keys():
-            return rows["A wall s"], rows["B wall s"], rows["A/B wall"], "farm-bench"
-    for cmd in (a, b):  # warm-up, not counted
-        subprocess.run(cmd, capture_output=True, check=False, cwd="/tmp")
-    times_a, times_b = [], []
-    for _ in range(pairs):
-        for cmd, times in ((a, times_a), (b, times_b)):
-            t0 = time.perf_counter()
-            subprocess.run(cmd, capture_output=True, check=False, cwd="/tmp")
-            times.append(time.perf_counter() - t0)
-    ratio = median(x / y for x, y in zip(times_a, times_b, strict=True))
-    return median(times_a), median(times_b), ratio, "paired here"
 
 
 def scale_rows(targets: list[tuple[str, bool, str]], results: dict) -> None:
-    """Issue 11's rows: parallel-grad streamed in bounded memory near its timed work; lora on every core."""
+    """The scale rows: parallel-grad streamed in bounded memory near its timed work; lora on every core."""
     nxgates = str(ROOT / ".venv/bin/nxgates")
     print("\nscale")
     res = results["scale"] = {}
@@ -282,12 +204,10 @@ def main() -> int:
     scale_rows(targets, results)
 
     # ---- dask: cluster start-up, parallel pass next to processes (benchmarks/bench_dask.py) -------------
-    from bench_dask import measure as measure_dask
-
     results["dask"], dask_targets = measure_dask(child)
     targets += dask_targets
 
-    # ---- training gates (issue 10): seconds per preset and executor, the same weights everywhere -----------
+    # ---- training gates: seconds per preset and executor, the same weights everywhere -----------
     print(f"\n{'training':<12}{'preset':<8}{'executor':<9}{'seconds':>9}{'passed':>8}{'peak RSS':>16}")
     results["training"] = {}
     for gate, executors in (("lora-train", (None,)), ("dp-train", ("thread", "process"))):
@@ -331,9 +251,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        print(json.dumps(one(json.loads(sys.argv[2]))))
-    elif sys.argv[1:] == ["--scale"]:  # issue 11's rows only
+    if sys.argv[1:] == ["--scale"]:  # the scale rows only
         scale_targets: list[tuple[str, bool, str]] = []
         scale_rows(scale_targets, {})
         for name, ok, figure in scale_targets:

@@ -73,7 +73,7 @@ def _on_one_cluster(child: Callable[[dict], dict], spec: dict) -> dict:
     """``child(spec)`` with NXGATES_DASK_SCHEDULER naming a LocalCluster started here for all its runs."""
     import os
 
-    from nxgates.core.dask_pool import SCHEDULER_ENV, local_cluster
+    from nxgates.core.pool.dask import SCHEDULER_ENV, local_cluster
 
     with local_cluster(2) as cluster:
         os.environ[SCHEDULER_ENV] = cluster.scheduler_address
@@ -84,7 +84,7 @@ def _on_one_cluster(child: Callable[[dict], dict], spec: dict) -> dict:
 
 
 if __name__ == "__main__":
-    from bench import child  # benchmarks/ is this script's directory
+    from measure import child  # benchmarks/ is this script's directory
 
     _, targets = measure(child)
     for name, ok, figure in targets:

@@ -6,11 +6,28 @@ Weights, inputs and targets are the seed's ``ta_constf`` formulas; the per-examp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from nxgates.core.tape import F32, Tape, constf_array
+from nxgates.core.tape import F32, Node, Tape, constf_array
+from nxgates.gatekit import IntParam
+
+#: the widest D, H and O a gate accepts unless it says otherwise
+MAX_WIDTH = 1 << 20
+
+
+def mlp_params(batch: IntParam, max_width: int = MAX_WIDTH, max_out: int | None = None, prefix: str = ""
+               ) -> dict[str, IntParam]:
+    """The MLP's D, H, O parameters and the batch ``B`` (each gate words its batch, and may accept less)."""
+    return {
+        "D": IntParam(f"{prefix}input width", min=1, max=max_width),
+        "H": IntParam(f"{prefix}hidden width", min=1, max=max_width),
+        "O": IntParam(f"{prefix}output width", min=1, max=max_width if max_out is None else max_out),
+        "B": batch,
+    }
 
 
 @dataclass(frozen=True)
@@ -18,6 +35,11 @@ class Dims:
     D: int
     H: int
     O: int
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> Dims:
+        """The widths a gate's parameters (from :func:`mlp_params`) declare."""
+        return cls(params["D"], params["H"], params["O"])
 
     @property
     def n_w1(self) -> int:
@@ -53,13 +75,26 @@ def init_examples(dims: Dims, first: int, stop: int) -> tuple[np.ndarray, np.nda
     return x, t
 
 
+class ExampleHooks:
+    """Where a caller may act inside one example's pass; the default does nothing.
+
+    :func:`example_grads` calls :meth:`after_hidden` once the hidden layer's pre-activation is on the tape
+    (before relu reads it) and :meth:`before_backward` between the forward and the backward sweep.
+    """
+
+    def after_hidden(self, tape: Tape, hidden: Node) -> None:
+        """The hidden pre-activation ``hidden`` is recorded; its value may still be changed here."""
+
+    def before_backward(self) -> None:
+        """The forward pass is recorded and the backward sweep comes next."""
+
+
 def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.ndarray, out: np.ndarray,
-                  between=None, drift: int = 0, w1_t: np.ndarray | None = None) -> np.float32:
+                  hooks: ExampleHooks | None = None, w1_t: np.ndarray | None = None) -> np.float32:
     """One example's forward and backward on ``tape``; writes [dW1 row-major, dW2 row-major] into ``out``
     and returns the example's loss (a trainer reports it; the gradient gates ignore it).
 
-    ``between`` runs between forward and backward (the shared-arena fault's barrier); ``drift`` is the
-    nondeterministic fault's hidden state (0 when the fault is off); ``w1_t`` is W1 transposed, made once
+    ``hooks`` (see :class:`ExampleHooks`) is called inside the pass; ``w1_t`` is W1 transposed, made once
     per batch (it changes speed, never bits).
     """
     D, H, O = dims.D, dims.H, dims.O
@@ -69,15 +104,15 @@ def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.nd
     g1, g2 = out[: dims.n_w1].reshape(H, D), out[dims.n_w1 :].reshape(O, H)
     nW1 = tape.leaf(w[: dims.n_w1].reshape(H, D), copy=False, grad_out=g1, transposed=w1_t)
     nh = tape.matvec(nW1, nx)
-    if drift:
-        tape.val(nh)[...] += F32(drift) * F32(0.001)
+    if hooks is not None:
+        hooks.after_hidden(tape, nh)
     na = tape.relu(nh)
     nW2 = tape.leaf(w[dims.n_w1 :].reshape(O, H), copy=False, grad_out=g2)
     ny = tape.matvec(nW2, na)
     nt = tape.leaf(t, requires_grad=False)
     loss = tape.mse(ny, nt)
-    if between is not None:
-        between()
+    if hooks is not None:
+        hooks.before_backward()
     tape.backward(loss)
     tape.grad(nW1), tape.grad(nW2)  # zero-fills a gradient nothing reached
     value = F32(tape.val(loss))

@@ -71,15 +71,11 @@ class Node:
 class Tape:
     """A private arena plus the op records of one forward pass."""
 
-    def __init__(self, capacity: int, vals: np.ndarray | None = None, grads: np.ndarray | None = None,
-                 fault: str | None = None):
+    def __init__(self, capacity: int, vals: np.ndarray | None = None, grads: np.ndarray | None = None):
         self.vals = np.zeros(capacity, F32) if vals is None else vals
         self.grads = np.zeros(capacity, F32) if grads is None else grads
         if self.vals.dtype != F32 or self.grads.dtype != F32 or min(self.vals.size, self.grads.size) < capacity:
             raise ValueError("a tape's arenas are float32 buffers of at least its capacity")
-        if fault not in (None, "relu-grad"):
-            raise ValueError(f"unknown tape fault {fault!r}")
-        self.fault = fault  #: a planted defect for the liar-kill tests; None in every real run
         self.capacity = capacity
         self.nodes: list[Node] = []
         self.top = 0
@@ -257,13 +253,15 @@ class Tape:
 
         def backward() -> None:
             if a.requires_grad:
-                if self.fault == "relu-grad":  # planted defect: derivative 1 everywhere
-                    self._acc(a, self.val_grad(out))
-                else:
-                    self._acc(a, np.where(av > 0, self.val_grad(out), F32(0)))
+                self._acc(a, self.relu_grad(av, self.val_grad(out)))
 
         out.backward = backward
         return out
+
+    def relu_grad(self, a: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """What relu's backward hands its input ``a``: ``g`` where ``a > 0``, else 0. The one place relu's
+        derivative is defined, so a subclass can give the tape another one."""
+        return np.where(a > 0, g, F32(0))
 
     def sum(self, a: Node) -> Node:
         """The sum of all elements, as a scalar node."""

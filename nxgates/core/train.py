@@ -111,7 +111,7 @@ def _fill(sizes: list[int], right: np.ndarray, take: Callable[[], np.ndarray], r
 
 
 def sgd_step(w: np.ndarray, g: np.ndarray, lr: np.float32, ascent: bool = False) -> None:
-    """``w -= lr * g`` in place, in float32 (``ascent`` flips the sign: the wrong-sign fault)."""
+    """``w -= lr * g`` in place, in float32 (``ascent``: ``w += lr * g``, a step up the gradient)."""
     step = np.multiply(F32(lr), g, dtype=F32)
     (np.add if ascent else np.subtract)(w, step, out=w)
 

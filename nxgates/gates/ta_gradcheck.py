@@ -4,12 +4,7 @@ parallel-grad's T1 proves parallel equals serial, but a wrong gradient computed 
 it. This gate checks the gradients themselves. The float64 reference functions below share no code with
 the tape. A cell passes when ``|num - ana| * 1000 / max|ana| <= tol_permil``, as in the lora gate.
 
-For the MLP the numeric gradient needs no whole forward per cell: moving ``W1[i,j]`` by ``+-d`` moves only
-``h[i]`` (by ``d * x[j]``), hence ``y`` by ``W2[:, i] * e+-`` with ``e+- = relu(h[i] +- d x[j]) - relu(h[i])``;
-moving ``W2[k,i]`` moves only ``y[k]``. The loss is quadratic in ``y``, so with the residual ``r = y - t``
-and ``c = W2[:, i]``, ``O * (L(+d) - L(-d)) = 2 (r.c) (e+ - e-) + (c.c) (e+^2 - e-^2)``: each W1 cell is O(1)
-once ``r.c`` and ``c.c`` are known per i, O(H*D + H*O) per example instead of O((H*D)^2) for whole forwards
-(and O(H*D*O) for moving y cell by cell). The relu's kink is still crossed by the difference, not assumed.
+The MLP's numeric gradient is :func:`nxgates.core.numeric.mlp_numeric`.
 """
 
 from __future__ import annotations
@@ -20,15 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from nxgates.core.memory import require
-from nxgates.core.mlp import Dims, example_grads, init_data
+from nxgates.core.mlp import Dims, example_grads, init_data, mlp_params
+from nxgates.core.numeric import Verdict, compare, mlp_numeric
 from nxgates.core.tape import F32, Node, Tape
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gates._tape_faults import ReluGradEverywhereTape
 
 PARAMS = {
-    "D": IntParam("MLP input width", min=1, max=1 << 16),
-    "H": IntParam("MLP hidden width", min=1, max=1 << 16),
-    "O": IntParam("MLP output width", min=1, max=1 << 12),
-    "B": IntParam("examples whose gradients are checked", min=1, max=1 << 16),
+    **mlp_params(IntParam("examples whose gradients are checked", min=1, max=1 << 16), max_width=1 << 16,
+                 max_out=1 << 12, prefix="MLP "),
     "step_exp": IntParam("central-difference step d = 10^-step_exp (float64)", min=1, max=12),
     "tol_permil": IntParam("a cell passes when |num - ana| * 1000 / max|grad| <= this", min=0, max=1000),
 }
@@ -37,6 +32,11 @@ FAULTS = {
     "relu-grad": Fault("the tape's relu passes the gradient through negative inputs (derivative 1 everywhere)",
                        ("op relu", "MLP per-example grads")),
 }
+
+
+def tape_for(fault: str | None, capacity: int) -> Tape:
+    """The tape a run differentiates on: relu-grad plants its wrong derivative through a tape subclass."""
+    return ReluGradEverywhereTape(capacity) if fault == "relu-grad" else Tape(capacity)
 
 
 def _values(n: int, salt: int) -> np.ndarray:
@@ -66,35 +66,13 @@ OPS = [
 ]
 
 
-@dataclass
-class Verdict:
-    cells: int
-    n_pass: int
-    worst: int
-    maxabs: float
-
-    @property
-    def passed(self) -> bool:
-        return self.cells > 0 and self.n_pass == self.cells
-
-
-def compare(analytic: np.ndarray, numeric: np.ndarray, tol: int) -> Verdict:
-    """The lora gate's rule in floating point: error in permil of the largest analytic gradient."""
-    analytic = np.asarray(analytic, np.float64).reshape(-1)
-    numeric = np.asarray(numeric, np.float64).reshape(-1)
-    maxabs = max(float(np.max(np.abs(analytic))) if analytic.size else 0.0, 1e-30)
-    rel = np.floor(np.abs(numeric - analytic) * 1000 / maxabs)
-    rel = np.where(np.isfinite(rel), rel, np.inf)
-    return Verdict(int(rel.size), int(np.count_nonzero(rel <= tol)), int(min(np.max(rel), 1 << 62)), maxabs)
-
-
 def check_op(case: OpCase, step: float, tol: int, fault: str | None) -> Verdict:
     """L = sum(op(inputs) * weights); tape gradient of every input vs float64 central differences."""
     inputs = [_values(int(np.prod(s)), 3 + 2 * k).reshape(s) for k, s in enumerate(case.shapes)]
     out_shape = np.shape(case.reference([x.astype(np.float64) for x in inputs]))
     weights = _values(int(np.prod(out_shape)), 11).reshape(out_shape)
 
-    tape = Tape(4096, fault=fault)
+    tape = tape_for(fault, 4096)
     leaves = [tape.leaf(x) for x in inputs]
     loss = tape.sum(tape.mul(case.tape_op(tape, leaves), tape.leaf(weights, requires_grad=False)))
     tape.backward(loss)
@@ -116,37 +94,8 @@ def check_op(case: OpCase, step: float, tol: int, fault: str | None) -> Verdict:
     return compare(analytic, np.array(numeric), tol)
 
 
-def mlp_numeric(dims: Dims, w: np.ndarray, x: np.ndarray, t: np.ndarray, step: float) -> np.ndarray:
-    """Central differences of the float64 MLP loss for every weight, O(H*D + H*O) (see the module doc)."""
-    D, H, O = dims.D, dims.H, dims.O
-    w = w.astype(np.float64)
-    W1, W2 = w[: dims.n_w1].reshape(H, D), w[dims.n_w1 :].reshape(O, H)
-    x, t = x.astype(np.float64), t.astype(np.float64)
-    h = W1 @ x
-    a = np.maximum(h, 0.0)
-    y = W2 @ a
-
-    def loss(ys: np.ndarray) -> np.ndarray:  # ys (..., O)
-        return np.mean((ys - t) ** 2, axis=-1)
-
-    rc, cc = W2.T @ (y - t), np.sum(W2 * W2, axis=0)  # per i: r.c and c.c, c = W2[:, i]
-    g1 = np.empty((H, D))
-    rows = max(1, (1 << 20) // max(1, D))  # bound the (rows, D) temporaries: about 6 alive, 8 MiB each
-    for i0 in range(0, H, rows):
-        i = slice(i0, i0 + rows)
-        e_plus, e_minus = (np.maximum(h[i, None] + sign * step * x[None, :], 0.0) - a[i, None] for sign in (1.0, -1.0))
-        moved = 2 * rc[i, None] * (e_plus - e_minus) + cc[i, None] * (e_plus * e_plus - e_minus * e_minus)
-        g1[i] = moved / O / (2 * step)  # O * (L(+d) - L(-d)), over O, over 2d
-    moved = []
-    for sign in (1.0, -1.0):
-        dy = np.eye(O)[:, None, :] * (sign * step * a)[None, :, None]  # y[k] moves by +-d a[i]: (O, H, O)
-        moved.append(loss(y[None, None, :] + dy))
-    g2 = (moved[0] - moved[1]) / (2 * step)
-    return np.concatenate([g1.reshape(-1), g2.reshape(-1)])
-
-
 def validate(p: dict) -> None:
-    dims = Dims(p["D"], p["H"], p["O"])
+    dims = Dims.of(p)
     require(8 * (4 * dims.n_params + (1 << 23)) + 4 * p["B"] * (dims.D + dims.O),
             f"ta-gradcheck at D={p['D']} H={p['H']} O={p['O']}")
 
@@ -165,9 +114,9 @@ def run(ctx: RunContext) -> GateOutput:
                   f"{v.n_pass}/{v.cells} cells (worst={v.worst}permil of max|grad|={v.maxabs:.6g})")
         ctx.check_time()
 
-    dims, B = Dims(p["D"], p["H"], p["O"]), p["B"]
+    dims, B = Dims.of(p), p["B"]
     w, x, t = init_data(dims, B)
-    tape = Tape(dims.arena, fault=ctx.fault)
+    tape = tape_for(ctx.fault, dims.arena)
     grads = np.empty((B, dims.n_params), F32)
     cells = n_pass = worst = 0
     bad = []

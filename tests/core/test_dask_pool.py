@@ -10,9 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from nxgates.core import dask_pool
+from nxgates.core.pool import dask as dask_pool
 from nxgates.core.pool import make_pool, resolve
 from nxgates.errors import ConfigError
+from nxgates.gates.parallel_grad import host_memory
+from nxgates.gates.parallel_grad.faults import DropTask, SingleWorker
 
 distributed = pytest.importorskip("distributed")
 
@@ -86,12 +88,12 @@ def test_a_failing_on_result_fails_its_task(cluster):
 
 
 def test_single_worker_and_drop_task_faults(cluster):
-    with make_pool("dask", 2, "single-worker", scheduler=cluster) as pool:
+    with make_pool("dask", 2, SingleWorker, scheduler=cluster) as pool:
         for b in range(6):
             pool.submit(where, b)
         assert pool.wait(6, timeout=30).reached
         assert pool.workers_used(pool.records) == {0}
-    with make_pool("dask", 2, "drop-task", scheduler=cluster) as pool:
+    with make_pool("dask", 2, DropTask, scheduler=cluster) as pool:
         for b in range(8):
             pool.submit(where, b, label=f"example {b}")
         res = pool.wait(8, timeout=30)
@@ -135,13 +137,13 @@ def test_without_distributed_the_error_names_the_extra(monkeypatch):
 
 def test_lora_start_up_never_imports_distributed(tmp_path):
     code = ("import sys; from nxgates.cli import cli; cli.main(['run', 'lora', '-q'], standalone_mode=False); "
-            "print('distributed' in sys.modules, 'nxgates.core.dask_pool' in sys.modules)")
+            "print('distributed' in sys.modules, 'nxgates.core.pool.dask' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.stdout.split()[-2:] == ["False", "False"], r.stderr
 
 
 def test_host_array_pickles_as_shared_memory_and_views_as_copies(tmp_path):
-    arr = dask_pool.host_array((4,))
+    arr = host_memory.host_array((4,))
     try:
         arr[...] = 1
         other = pickle.loads(pickle.dumps(arr))
@@ -155,7 +157,7 @@ def test_host_array_pickles_as_shared_memory_and_views_as_copies(tmp_path):
 
 
 def test_host_barrier_releases_all_parties_and_breaks_on_timeout_or_abort():
-    barrier = dask_pool.HostBarrier(2, timeout=5)
+    barrier = host_memory.HostBarrier(2, timeout=5)
     other = pickle.loads(pickle.dumps(barrier))  # what a second worker process would hold
     try:
         t = threading.Thread(target=other.wait)
@@ -165,13 +167,13 @@ def test_host_barrier_releases_all_parties_and_breaks_on_timeout_or_abort():
         assert not t.is_alive()
     finally:
         os.unlink(barrier.path)
-    lonely = dask_pool.HostBarrier(2, timeout=0.2)
+    lonely = host_memory.HostBarrier(2, timeout=0.2)
     try:
         with pytest.raises(threading.BrokenBarrierError):
             lonely.wait()
     finally:
         os.unlink(lonely.path)
-    aborted = dask_pool.HostBarrier(2, timeout=5)
+    aborted = host_memory.HostBarrier(2, timeout=5)
     try:
         aborted.abort()
         t0 = time.monotonic()

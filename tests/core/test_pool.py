@@ -1,4 +1,5 @@
-"""The worker pool: completion counts, distinct workers, task errors, bounded waits, planted faults."""
+"""The worker pool: completion counts, distinct workers, task errors, bounded waits, its override points (and
+parallel-grad's pool faults, planted through them)."""
 
 import threading
 import time
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from nxgates.core.pool import ProcessWorkerPool, WorkerPool, auto_workers, make_pool, resolve
+from nxgates.gates.parallel_grad.faults import DropTask, SingleWorker
 
 
 def noop(ctx, worker):
@@ -82,8 +84,37 @@ def test_wait_is_bounded_by_its_timeout():
         release.set()
 
 
+class OnWorker0:
+    def worker_for(self, task):
+        return 0
+
+
+class RefusesTask3:
+    def accepts(self, task):
+        return task != 3
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_a_class_in_front_of_the_pool_overrides_where_tasks_go(kind):
+    with make_pool(kind, 2, OnWorker0) as pool:
+        assert isinstance(pool, WorkerPool) and pool.kind == kind
+        for b in range(6):
+            pool.submit(noop, b)
+        assert pool.wait(6, timeout=30).reached
+        assert pool.workers_used(pool.records) == {0}
+
+
+def test_a_task_the_pool_does_not_accept_is_recorded_and_never_runs():
+    with make_pool("process", 2, RefusesTask3) as pool:
+        for b in range(5):
+            pool.submit(noop, b, label=f"example {b}")
+        res = pool.wait(5, timeout=60)
+        assert not res.reached and not res.timed_out
+        assert [r.label for r in pool.records if not r.done] == ["example 3"]
+
+
 def test_single_worker_fault_puts_everything_on_worker_0():
-    with WorkerPool(2, fault="single-worker") as pool:
+    with make_pool("thread", 2, SingleWorker) as pool:
         for b in range(6):
             pool.submit(noop, b)
         assert pool.wait(6, timeout=30).reached
@@ -91,7 +122,7 @@ def test_single_worker_fault_puts_everything_on_worker_0():
 
 
 def test_dropped_task_is_reported_at_once_not_waited_for():
-    with WorkerPool(2, fault="drop-task") as pool:
+    with make_pool("thread", 2, DropTask) as pool:
         for b in range(8):
             pool.submit(noop, b, label=f"example {b}")
         t0 = time.monotonic()
@@ -164,7 +195,7 @@ def test_a_process_pool_whose_manager_thread_dies_does_not_wait_forever(monkeypa
         t0 = time.monotonic()
         if refused:
             with pytest.raises(ResourceError, match="refused the process pool a thread.*ulimit -v"):
-                pool.wait(4, 10.0)  # without a timeout it used to wait forever
+                pool.wait(4, 10.0)  # bounded: a lost manager thread must not make it wait forever
         else:
             waited = pool.wait(4, 10.0)
             assert not waited.reached and {r.error for r in pool.records} == {
@@ -180,7 +211,7 @@ def test_closing_waits_a_bounded_time_for_an_executor_that_does_not_finish(monke
     (it is what a lost SIGTERM looked like), close() still returns and its workers are terminated."""
     from concurrent.futures import process
 
-    from nxgates.core import pool as pool_module
+    from nxgates.core.pool import forked as pool_module
 
     real = process._ExecutorManagerThread.join_executor_internals
 
@@ -223,3 +254,22 @@ def test_close_after_retire_still_terminates_a_stuck_worker():
     time.sleep(0.2)  # the task has started
     pool.close()
     assert all_exited(processes)
+
+
+def test_choose_executor_is_the_one_decision_for_every_gate():
+    from nxgates.core.pool import AutoExecutor, choose_executor
+    from nxgates.errors import ConfigError
+
+    by_size, always = AutoExecutor(process_from=100), AutoExecutor()  # parallel-grad's kind, lora's kind
+    assert [choose_executor("auto", None, by_size, work) for work in (99, 100)] == ["thread", "process"]
+    assert choose_executor("auto", None, always, 0) == "process"
+    assert choose_executor("auto", "tcp://h:1", by_size, 0) == choose_executor("auto", "tcp://h:1", always) == "dask"
+    assert [choose_executor(kind, None) for kind in ("thread", "process", "dask")] == ["thread", "process", "dask"]
+    assert choose_executor("dask", "tcp://h:1") == "dask"
+    for kind in ("thread", "process"):
+        with pytest.raises(ConfigError, match=f"^a scheduler address applies to executor=dask, not executor={kind}$"):
+            choose_executor(kind, "tcp://h:1")
+        with pytest.raises(ConfigError, match=f"^a scheduler address applies to executor=dask, not executor={kind}$"):
+            make_pool(kind, 2, scheduler="tcp://h:1")
+    with pytest.raises(ValueError, match="AutoExecutor"):
+        choose_executor("auto", None)

@@ -1,6 +1,7 @@
 """A process pool made in a process forked *after* nxgates was imported (a test runner's or a server's
 worker, mutmut's fork server) must work: its workers check that their parent is alive against the pid that
-forked them, not the pid that imported the pool module (that check once made every such worker exit)."""
+forked them, not the pid that imported the pool module (against the importer's pid every such worker would
+exit)."""
 
 import os
 

@@ -9,8 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from nxgates.core import memory, pool
-from nxgates.core.pool import ProcessWorkerPool, WorkerPool, check_workers
+from nxgates.core import memory
+from nxgates.core.pool import ProcessWorkerPool, WorkerPool, check_workers, resolve
+from nxgates.core.pool import forked as pool
 from nxgates.errors import ConfigError
 
 
@@ -56,7 +57,7 @@ def test_forked_workers_leave_ctrl_c_to_the_parent():
 
 
 def stuck(ctx, worker):
-    pids = pool.resolve(ctx)
+    pids = resolve(ctx)
     pids[worker] = os.getpid()
     time.sleep(60)
 

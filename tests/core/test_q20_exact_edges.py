@@ -25,7 +25,7 @@ def test_tdiv_by_s_in_place_rounds_as_tdiv_on_the_whole_int64_range():
 
 
 def test_tdiv_of_int64_minimum_by_three_is_negative():
-    """Regression: |INT64_MIN| wraps in np.abs, which once made this quotient positive."""
+    """|INT64_MIN| wraps in np.abs: the quotient must still come out negative."""
     assert int(q20.tdiv(INT64_MIN, 3)) == -3074457345618258602
 
 

@@ -5,7 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from nxgates.core.mlp import Dims, example_grads, init_data
+from nxgates.core.mlp import Dims, ExampleHooks, example_grads, init_data
 from nxgates.core.tape import F32, ArenaFull, Tape, constf, tree_sum
 from nxgates.gates import ta_gradcheck
 
@@ -133,3 +133,53 @@ def test_same_bits_on_another_thread_and_another_arena():
     th.start()
     th.join()
     assert np.array_equal(here.view(np.uint32), there.view(np.uint32))
+
+
+class Recording(ExampleHooks):
+    """Records the order of the hook calls; moves the hidden layer when asked to."""
+
+    def __init__(self, shift: float = 0.0):
+        self.calls: list[str] = []
+        self.shift = F32(shift)
+
+    def after_hidden(self, tape, hidden):
+        assert hidden.shape == (16,) and not self.calls
+        self.calls.append("after_hidden")
+        tape.val(hidden)[...] += self.shift
+
+    def before_backward(self):
+        self.calls.append("before_backward")
+
+
+def test_example_hooks_are_called_in_order_and_no_op_hooks_change_no_bit():
+    dims = Dims(8, 16, 4)
+    w, x, t = init_data(dims, 2)
+    plain, hooked = np.empty(dims.n_params, F32), np.empty(dims.n_params, F32)
+    loss = example_grads(Tape(dims.arena), dims, w, x[1], t[1], plain)
+    hooks = Recording()
+    assert example_grads(Tape(dims.arena), dims, w, x[1], t[1], hooked, hooks=hooks) == loss
+    assert hooks.calls == ["after_hidden", "before_backward"]
+    assert plain.tobytes() == hooked.tobytes()
+    base = ExampleHooks()  # the defaults do nothing
+    assert example_grads(Tape(dims.arena), dims, w, x[1], t[1], hooked, hooks=base) == loss
+    assert plain.tobytes() == hooked.tobytes()
+
+
+def test_a_hook_that_moves_the_hidden_layer_moves_what_relu_sees():
+    dims = Dims(8, 16, 4)
+    w, x, t = init_data(dims, 2)
+    plain, moved = np.empty(dims.n_params, F32), np.empty(dims.n_params, F32)
+    example_grads(Tape(dims.arena), dims, w, x[1], t[1], plain)
+    example_grads(Tape(dims.arena), dims, w, x[1], t[1], moved, hooks=Recording(shift=0.25))
+    assert plain.tobytes() != moved.tobytes()
+
+
+def test_a_tape_subclass_redefines_relus_derivative():
+    class Halved(Tape):
+        def relu_grad(self, a, g):
+            return np.where(a > 0, g / F32(2), F32(0))
+
+    tape = Halved(16)
+    x = tape.leaf(np.array([-1.0, 0.0, 2.0], F32))
+    tape.backward(tape.sum(tape.relu(x)))
+    assert tape.grad(x).tolist() == [0.0, 0.0, 0.5]

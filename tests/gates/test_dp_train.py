@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import pytest
 
+from nxgates.core import chunks
 from nxgates.core.mlp import Dims, example_grads, init_data
 from nxgates.core.pool import TaskRecord
 from nxgates.core.tape import F32, Tape, constf, tree_sum
@@ -81,11 +82,9 @@ def test_each_fault_turns_its_checks_red(executor, fault, expected):
 def test_a_batch_streamed_one_example_at_a_time_trains_the_same_bits(monkeypatch, executor):
     """The batch gradient is the tree over the examples however the batch is chunked: one example per
     chunk gives the one-chunk run's weights, losses and D4 (over part of the batch, kept as it streams)."""
-    from nxgates.gates import parallel_grad
-
     params = {**SEED, "D": 6, "H": 5, "O": 3, "B": 13, "d4_examples": 5, "executor": executor}
     whole = dp.run(ctx(params))
-    monkeypatch.setattr(parallel_grad, "CHUNK_BYTES", 1)  # chunk_examples: one example (one round of 1)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # chunk_examples: one example (one round of 1)
     streamed = dp.run(ctx(params))
     assert all(by_name(whole).values()) and all(by_name(streamed).values())
     for key in ("weights_sha256", "losses", "d4_worst_permil"):
@@ -115,14 +114,14 @@ def test_finish_order_is_worker_by_worker():
 
 
 def test_a_task_that_raises_fails_d1_and_d2_with_the_reason(monkeypatch):
-    real = dp.Job.example
+    real = dp.TrainingJob.example
 
     def broken(self, b, row, worker):
         if b == 3 and threading.current_thread().name.startswith("nxgates-worker"):  # a pool's task, not serial
             raise RuntimeError("boom")
         real(self, b, row, worker)
 
-    monkeypatch.setattr(dp.Job, "example", broken)
+    monkeypatch.setattr(dp.TrainingJob, "example", broken)
     out = dp.run(ctx(SEED))
     assert red(out) == {dp.D1, dp.D2}
     detail = next(c.detail for c in out.checks if c.name == dp.D1)

@@ -3,7 +3,8 @@ the weights are bit-identical to the local executors' and every fault is still c
 
 import pytest
 
-from nxgates.core import dask_pool
+from nxgates.core import chunks
+from nxgates.core.pool import dask as dask_pool
 from nxgates.gates import dp_train
 from tests.conftest import ctx
 
@@ -44,11 +45,9 @@ def test_faults_are_caught_on_dask_by_their_checks(cluster, fault):
 def test_dask_streams_a_step_in_chunks_to_the_same_weights(cluster, monkeypatch):
     """Chunks of 3 examples on Dask: each chunk's rows come back into the chunk buffer they were dealt from,
     and the step's weights travel once per step (not once per chunk); the thread executor's bits."""
-    from nxgates.gates import parallel_grad
-
     params = {**SEED, "D": 5, "H": 7, "O": 3, "B": 11, "steps": 3}
     expected = dp_train.run(ctx({**params, "executor": "thread"})).metrics["weights_sha256"]
-    monkeypatch.setattr(parallel_grad, "REMOTE_CHUNK_BYTES", 3 * 4 * (5 * 7 + 3 * 7))  # three rows a chunk
+    monkeypatch.setattr(chunks, "REMOTE_CHUNK_BYTES", 3 * 4 * (5 * 7 + 3 * 7))  # three rows a chunk
     shared = []
     real_share = dask_pool.DaskWorkerPool.share
 

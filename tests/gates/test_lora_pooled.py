@@ -437,7 +437,7 @@ class CopyingPool(pool_module.WorkerPool):
     made: list = []
 
     def __init__(self, kind, n_workers=0, fault=None, scheduler=None):
-        super().__init__(n_workers or 2, fault)
+        super().__init__(n_workers or 2)
         CopyingPool.made.append((kind, n_workers, fault, scheduler))
 
     def share(self, obj):

@@ -5,10 +5,16 @@ import time
 import numpy as np
 import pytest
 
+from nxgates.core import chunks, gradfiles
+from nxgates.core.bits import compare_bits, count_differing
 from nxgates.core.mlp import Dims, example_grads, init_data
+from nxgates.core.pool import choose_executor
 from nxgates.core.tape import F32, Tape, constf
 from nxgates.errors import ConfigError
 from nxgates.gates import parallel_grad as pg
+from nxgates.gates.parallel_grad import job as pg_job
+from nxgates.gates.parallel_grad import stream as pg_stream
+from nxgates.gates.parallel_grad.checks import judge_t1
 from tests.conftest import ctx
 
 SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "workers": 0, "executor": "thread"}
@@ -74,18 +80,18 @@ def test_t1_goes_red_when_one_example_differs_by_one_ulp():
     for b in range(8):
         example_grads(Tape(dims.arena), dims, w, x[b], t[b], g[b])
     other = g.copy()
-    assert pg.judge_t1(pg.compare_bits(g, other), 8, 192)[0] is True
+    assert judge_t1(compare_bits(g, other), 8, 192)[0] is True
     other[5, 17] = np.nextafter(other[5, 17], np.float32(np.inf))  # one ulp, one cell, one example
-    cmp = pg.compare_bits(g, other)
+    cmp = compare_bits(g, other)
     assert cmp.mismatches == 1 and cmp.bad_rows == [(5, 1)]
-    assert pg.judge_t1(cmp, 8, 192) == (False, "1 mismatching cells")
+    assert judge_t1(cmp, 8, 192) == (False, "1 mismatching cells")
 
 
 def test_t1_goes_red_when_the_comparison_is_vacuous():
     zeros = np.zeros((8, 192), F32)
-    assert pg.judge_t1(pg.compare_bits(zeros, zeros.copy()), 8, 192) == (False, "vacuous: only 0 non-zero cells")
+    assert judge_t1(compare_bits(zeros, zeros.copy()), 8, 192) == (False, "vacuous: only 0 non-zero cells")
     zero = np.zeros((1, 3), F32)
-    assert pg.compare_bits(zero, -zero).mismatches == 3  # -0.0 has other bits than 0.0
+    assert compare_bits(zero, -zero).mismatches == 3  # -0.0 has other bits than 0.0
 
 
 def test_save_then_compare_round_trip(tmp_path):
@@ -132,9 +138,12 @@ def test_validation():
 
 
 def test_auto_executor_picks_processes_only_where_they_pay():
-    assert pg.choose_executor("auto", Dims(8, 16, 4)) == "thread"
-    assert pg.choose_executor("auto", Dims(784, 256, 10)) == "process"
-    assert pg.choose_executor("thread", Dims(784, 256, 10)) == "thread"
+    assert choose_executor("auto", None, pg.AUTO_EXECUTOR, Dims(8, 16, 4).n_params) == "thread"
+    assert choose_executor("auto", None, pg.AUTO_EXECUTOR, Dims(784, 256, 10).n_params) == "process"
+    assert choose_executor("thread", None, pg.AUTO_EXECUTOR, Dims(784, 256, 10).n_params) == "thread"
+    assert choose_executor("auto", "tcp://127.0.0.1:8786", pg.AUTO_EXECUTOR, 0) == "dask"
+    with pytest.raises(ConfigError, match="^a scheduler address applies to executor=dask, not executor=thread$"):
+        choose_executor("thread", "tcp://127.0.0.1:8786", pg.AUTO_EXECUTOR, 0)
     out = pg.run(ctx({**SEED, "executor": "auto"}))
     assert out.metrics["executor"] == "thread" and all(by_name(out).values())
 
@@ -169,7 +178,7 @@ def whole_batch(dims: Dims, B: int) -> np.ndarray:
 def test_streaming_in_small_chunks_equals_the_whole_batch(monkeypatch, tmp_path, executor, workers):
     import hashlib
 
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)  # the smallest chunk: one example per worker
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # the smallest chunk: one example per worker
     D, H, O, B = 64, 33, 10, 13
     reference = whole_batch(Dims(D, H, O), B)
     path = tmp_path / "g.npy"
@@ -189,7 +198,7 @@ def _npy_bytes(arr, tmp_path):
 
 
 def test_a_one_ulp_difference_in_a_later_chunk_fails_t4(monkeypatch, tmp_path):
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     params = {**SEED, "B": 9}
     path = tmp_path / "g.npy"
     pg.run(ctx(params, save_grads=str(path)))
@@ -206,7 +215,7 @@ def test_the_tally_names_the_example_of_a_late_chunk():
     g = whole_batch(Dims(8, 16, 4), 8)
     bad = g.copy()
     bad[7, 3] = np.nextafter(bad[7, 3], np.float32(np.inf))
-    tally = pg.Tally()
+    tally = pg_stream.Tally()
     for first in range(0, 8, 3):
         tally.take_serial_rows(g[first : first + 3])
         tally.fold(first, g[first : first + 3], bad[first : first + 3], g[first : first + 3], None)
@@ -232,11 +241,11 @@ def test_memory_is_planned_per_chunk_not_per_batch():
 
 
 def test_folding_beside_the_next_serial_pass_gives_the_same_tally(monkeypatch, tmp_path):
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     params = {**SEED, "D": 64, "H": 33, "O": 10, "B": 13}
     runs = {}
     for overlap in (True, False):
-        monkeypatch.setattr(pg, "OVERLAP_FOLD", overlap)
+        monkeypatch.setattr(pg_stream, "OVERLAP_FOLD", overlap)
         path = tmp_path / f"g{overlap}.npy"
         out = pg.run(ctx(params, save_grads=str(path)))
         runs[overlap] = ({k: v for k, v in out.metrics.items() if not k.endswith("_seconds")}, path.read_bytes())
@@ -249,14 +258,14 @@ def test_a_slow_hash_lags_into_the_next_chunk_and_still_hashes_every_row_in_orde
     """At large sizes the SHA-256 is as slow as the serial pass, so a chunk's hashing runs on into the next
     chunk's serial pass. Here it is far slower: a serial buffer written again before its rows were hashed,
     or rows hashed out of order, would change the digest."""
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
-    real = pg.Tally.take_serial_rows
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    real = pg_stream.Tally.take_serial_rows
 
     def slow(self, rows):
         time.sleep(0.004)
         real(self, rows)
 
-    monkeypatch.setattr(pg.Tally, "take_serial_rows", slow)
+    monkeypatch.setattr(pg_stream.Tally, "take_serial_rows", slow)
     out = pg.run(ctx({**SEED, "D": 64, "H": 33, "O": 10, "B": 13, "executor": executor}))
     assert all(by_name(out).values())
     assert out.metrics["grads_sha256"] == PINNED_DIGESTS[(64, 33, 10, 13)]
@@ -265,16 +274,16 @@ def test_a_slow_hash_lags_into_the_next_chunk_and_still_hashes_every_row_in_orde
 def test_hashing_waits_while_the_workers_run_a_pass(monkeypatch):
     """The helper's hashing pauses during a parallel pass (the workers have both cores, and the pass is timed
     alone): at most the row it was already hashing when the pass began completes during the pass."""
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     hashed = []
-    real_take = pg.Tally.take_serial_rows
+    real_take = pg_stream.Tally.take_serial_rows
 
     def slow_take(self, rows):
         time.sleep(0.003)  # slower than the serial pass: rows queue up for the helper
         real_take(self, rows)
         hashed.append(1)
 
-    real_pass = pg.parallel_pass
+    real_pass = pg_stream.parallel_pass
     during = []
 
     def watched_pass(*args, **kwargs):
@@ -284,8 +293,8 @@ def test_hashing_waits_while_the_workers_run_a_pass(monkeypatch):
         during.append(len(hashed) - before)
         return result
 
-    monkeypatch.setattr(pg.Tally, "take_serial_rows", slow_take)
-    monkeypatch.setattr(pg, "parallel_pass", watched_pass)
+    monkeypatch.setattr(pg_stream.Tally, "take_serial_rows", slow_take)
+    monkeypatch.setattr(pg_stream, "parallel_pass", watched_pass)
     out = pg.run(ctx({**SEED, "D": 64, "H": 33, "O": 10, "B": 13}))
     assert out.metrics["grads_sha256"] == PINNED_DIGESTS[(64, 33, 10, 13)]
     assert len(hashed) == 13 and len(during) == 14  # 7 chunks, two passes each
@@ -295,14 +304,14 @@ def test_hashing_waits_while_the_workers_run_a_pass(monkeypatch):
 def test_a_fault_in_a_late_chunk_is_caught_with_the_overlapped_fold(monkeypatch):
     """The nondeterministic fault drifts example 1; with 2-example chunks the shared-arena fault and a
     dropped task land in the first chunks, folded on the helper thread while later chunks run."""
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     for fault, check in (("nondeterministic", pg.T3), ("drop-task", pg.T2), ("shared-arena", pg.T1)):
         out = pg.run(ctx({**SEED, "B": 9, "executor": "process"}, fault=fault))
         assert by_name(out)[check] is False, fault
 
 
 def test_a_fortran_order_file_is_compared_by_value(monkeypatch, tmp_path):
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     path = tmp_path / "g.npy"
     pg.run(ctx(SEED, save_grads=str(path)))
     arr = np.load(path)
@@ -323,7 +332,7 @@ def test_compare_file_is_read_chunk_by_chunk_not_loaded(monkeypatch, tmp_path):
         assert kwargs.get("mmap_mode") == "r"
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(pg.np, "load", load)
+    monkeypatch.setattr(gradfiles.np, "load", load)
     assert by_name(pg.run(ctx(SEED, compare_grads=str(path))))[pg.T4] is True
 
 
@@ -333,8 +342,8 @@ def test_rows_a_task_did_not_count_are_compared_by_the_gate():
     other[1, :2] += 1  # two cells of a row no task counted
     other[2, 0] += 1  # a row whose task counted (and said 7: its count is taken as it is)
     counted = np.array([0, -1, 7, -1])
-    assert pg.count_differing(reference, other, counted, rows=2).tolist() == [0, 2, 7, 0]
-    assert pg.count_differing(reference, other).tolist() == [0, 2, 1, 0]  # no counts: every row compared
+    assert count_differing(reference, other, counted, rows=2).tolist() == [0, 2, 7, 0]
+    assert count_differing(reference, other).tolist() == [0, 2, 1, 0]  # no counts: every row compared
     assert counted.tolist() == [0, -1, 7, -1]  # the tasks' counts are not written over
 
 
@@ -344,14 +353,14 @@ def test_the_tasks_count_every_row_and_the_gate_compares_none(monkeypatch, execu
     a count for every row (from the workers' processes too), so the gate's helper thread has only the digest
     to do. T3's counts are all there is: the re-run's rows stay private to the workers."""
     seen = []
-    real = pg.count_differing
+    real = pg_stream.count_differing
 
     def spy(reference, other, counted=None, rows=16):
         seen.append(None if counted is None else counted.copy())
         return real(reference, other, counted, rows)
 
-    monkeypatch.setattr(pg, "count_differing", spy)
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(pg_stream, "count_differing", spy)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     out = pg.run(ctx({**SEED, "B": 9, "executor": executor}, fault="nondeterministic"))
     assert by_name(out)[pg.T3] is False and out.metrics["rerun_bit_mismatches"] > 0  # caught from the counts
     assert len(seen) == 5 and all(c is not None and (c >= 0).all() for c in seen)  # T1's, 5 chunks
@@ -367,18 +376,18 @@ def test_a_parallel_path_wrong_the_same_way_twice_fails_t1_and_passes_t3(monkeyp
         if threading.current_thread().name.startswith("nxgates-worker"):
             row[0] = np.nextafter(row[0], np.float32(np.inf))
 
-    monkeypatch.setattr(pg, "example_grads", off_by_one_ulp_on_the_workers)
+    monkeypatch.setattr(pg_job, "example_grads", off_by_one_ulp_on_the_workers)
     out = pg.run(ctx(SEED))
     assert by_name(out) == {pg.T1: False, pg.T2: True, pg.T3: True}
     assert out.metrics["bit_mismatches"] == 8 and out.metrics["rerun_bit_mismatches"] == 0
 
 
-_REAL_RUN_TASK = pg.run_task
+_REAL_RUN_TASK = pg_job.run_task
 
 
 def _rerun_of_example_5_fails(task_ctx, worker):
     """Module level: a forked worker's task is pickled by name."""
-    _, which, _, b, _ = task_ctx
+    which, b = task_ctx.which, task_ctx.b
     if which == 1 and b == 5:
         raise RuntimeError("lost before counting")
     return _REAL_RUN_TASK(task_ctx, worker)
@@ -388,8 +397,8 @@ def _rerun_of_example_5_fails(task_ctx, worker):
 def test_a_rerun_task_that_fails_before_counting_fails_t3(monkeypatch, executor):
     """A re-run's row is private to its task, so a task that never counted leaves nothing to compare: T3
     must still fail (on the pool's record of the task), not pass on a count of zero."""
-    monkeypatch.setattr(pg, "run_task", _rerun_of_example_5_fails)
-    monkeypatch.setattr(pg, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(pg_stream, "run_task", _rerun_of_example_5_fails)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     out = pg.run(ctx({**SEED, "B": 9, "executor": executor}))
     assert by_name(out)[pg.T3] is False
     assert by_name(out)[pg.T1] is True  # the first pass was counted by the gate (no task counted it)

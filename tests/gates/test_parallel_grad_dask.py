@@ -12,9 +12,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nxgates.core import dask_pool
+from nxgates.core import chunks
 from nxgates.core.mlp import Dims
+from nxgates.core.pool import dask as dask_pool
 from nxgates.gates import parallel_grad as pg
+from nxgates.gates.parallel_grad import job as pg_job
+from nxgates.gates.parallel_grad import stream as pg_stream
 from tests.conftest import ctx
 
 pytest.importorskip("distributed")
@@ -22,7 +25,7 @@ pytest.importorskip("distributed")
 SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "workers": 2, "executor": "dask"}
 BIN = Path(sys.executable).parent
 KILL_MARKER = "NXGATES_TEST_KILL_MARKER"
-REAL_RUN_TASK = pg.run_task
+REAL_RUN_TASK = pg_job.run_task
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +80,7 @@ def test_every_fault_is_caught_on_dask_by_its_check(cluster, fault):
 def run_task_killing_worker_1(task, worker):
     """run_task, except that the first time worker 1 starts an example of the first parallel pass, its
     worker process dies (once: the marker file is created exclusively)."""
-    which = task[1]  # (handle, which, slot, example)
+    which = task.which
     if worker == 1 and which == 0:
         try:
             os.close(os.open(os.environ[KILL_MARKER], os.O_CREAT | os.O_EXCL))
@@ -92,7 +95,7 @@ def run_task_killing_worker_1(task, worker):
 def test_a_worker_lost_mid_pass_is_rerun_elsewhere_with_the_same_bits(tmp_path, monkeypatch, workers):
     expected = digest({**SEED, "executor": "thread"})
     monkeypatch.setenv(KILL_MARKER, str(tmp_path / "killed"))  # before the gate's LocalCluster spawns its workers
-    monkeypatch.setattr(pg, "run_task", run_task_killing_worker_1)
+    monkeypatch.setattr(pg_stream, "run_task", run_task_killing_worker_1)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     out = pg.run(ctx({**SEED, "workers": workers}))
     assert (tmp_path / "killed").exists()
@@ -227,7 +230,7 @@ def test_dask_streams_the_batch_in_chunks_with_the_same_bits(cluster, monkeypatc
     back (by address). Same digest as the process executor, every check green, memory planned per chunk."""
     params = {**SEED, "D": 5, "H": 7, "O": 3, "B": 13}
     expected = digest({**params, "executor": "process"})
-    monkeypatch.setattr(pg, "REMOTE_CHUNK_BYTES", 1)  # a chunk is one round of the workers: 7 chunks
+    monkeypatch.setattr(chunks, "REMOTE_CHUNK_BYTES", 1)  # a chunk is one round of the workers: 7 chunks
     options = {} if where == "own cluster" else {"scheduler": cluster}
     out = pg.run(ctx(params, **options))
     assert out.metrics["chunk_examples"] == 2 and out.digest == expected and all(by_name(out).values())
@@ -235,7 +238,7 @@ def test_dask_streams_the_batch_in_chunks_with_the_same_bits(cluster, monkeypatc
 
 
 def test_a_late_chunks_fault_is_caught_on_dask(cluster, monkeypatch):
-    monkeypatch.setattr(pg, "REMOTE_CHUNK_BYTES", 1)
+    monkeypatch.setattr(chunks, "REMOTE_CHUNK_BYTES", 1)
     for fault, check in (("nondeterministic", pg.T3), ("drop-task", pg.T2), ("single-worker", pg.T2)):
         out = pg.run(ctx({**SEED, "B": 9}, fault, scheduler=cluster))
         assert by_name(out)[check] is False, fault
@@ -244,5 +247,5 @@ def test_a_late_chunks_fault_is_caught_on_dask(cluster, monkeypatch):
 def test_dask_memory_is_planned_per_chunk_not_per_batch():
     large = Dims(784, 256, 10)
     assert pg.footprint_bytes(large, 2, 1 << 20, remote=True) == pg.footprint_bytes(large, 2, 4096, remote=True)
-    assert pg.chunk_examples(large.n_params, 2, 256, remote=True) == 256  # large's batch: one round trip a pass
+    assert chunks.chunk_examples(large.n_params, 2, 256, remote=True) == 256  # large's batch: one round trip a pass
     pg.validate({**SEED, "D": 784, "H": 256, "O": 10, "B": 1 << 20})  # a million examples: streamed, not refused

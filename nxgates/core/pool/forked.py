@@ -1,53 +1,28 @@
-"""Worker pools: the seed's ``nx_thread_pool`` (submit, wait for a completion count, count, workers).
-
-Each worker is a single-worker :mod:`concurrent.futures` executor with its own queue, and tasks are
-dealt round-robin (task n -> worker n mod W). Static assignment is what makes "the tasks ran on more than
-one worker" a property of the pool rather than of timing: with one shared queue and tiny tasks, the first
-worker to wake can take them all.
-
-A task is ``fn(ctx, worker)``; the pool records which worker ran it and whether it raised. ``wait``
-is bounded by a timeout and also returns as soon as nothing is left in flight, so a lost task is reported,
-not waited for.
-
-Two executors share this interface: ``thread`` (numpy releases the GIL inside large operations) and
-``process`` (fork; arrays the tasks write must come from :meth:`WorkerPool.array`, shared memory mapped
-before the workers start). A gate talks to a pool only through ``share`` (hand the workers an object,
-get a small picklable handle), ``array``, ``barrier``, ``submit``, ``wait`` and the task records, and a
-task reaches shared state only through :func:`resolve`. A task's return value reaches the gate through
-``submit(..., on_result=...)``, called in the gate's process: that is how a remote executor that shares no
-memory with the gate (``dask``, :mod:`nxgates.core.dask_pool`) brings the rows back.
-"""
+"""The process executor: forked workers, arrays in shared memory mapped before the workers start, nothing
+large pickled. Forking is the costly part, so the pool batches tasks per worker and guards the fork
+against stop signals and a parent that dies."""
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Iterator
-from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import numpy as np
 
-from nxgates.core.cpus import EXECUTORS, auto_workers  # noqa: F401 - re-exported: the pool's kinds and "auto"
+from nxgates.core.cpus import auto_workers
+from nxgates.core.pool.local import WorkerPool, future_error
+from nxgates.core.pool.shared import TaskRecord
 from nxgates.errors import ConfigError, ResourceError, refused_a_resource
 
-_SHARED: dict[Hashable, Any] = {}  # what pools have shared, by handle; forked workers inherit it
-_handles = itertools.count(1)
-
-
-def resolve(handle: Hashable) -> Any:
-    """In a task: the object a pool shared under ``handle``."""
-    return _SHARED[handle]
-POOL_FAULTS = ("single-worker", "drop-task")
-
 #: Forked workers per usable CPU at most: beyond it they only wait their turn, and each costs a fork,
-#: a process and its pipes (1024 of them hung start-up past any timeout).
+#: a process and its pipes (a thousand of them make start-up outlast any timeout).
 PROCESS_WORKERS_PER_CPU = 8
 #: What one forked worker is assumed to cost in memory beyond what it shares with the parent.
 PROCESS_WORKER_BYTES = 64 << 20
@@ -69,196 +44,6 @@ def check_workers(kind: str, n_workers: int) -> None:
                           "budget); use fewer workers or executor=thread")
 
 
-def dask_available() -> bool:
-    """``distributed`` (the ``dask`` extra) is installed; found without importing it."""
-    import importlib.util
-
-    return importlib.util.find_spec("distributed") is not None
-
-
-@dataclass
-class TaskRecord:
-    task: int
-    worker: int
-    label: str
-    done: bool = False
-    error: str | None = None
-    address: str = ""  #: a remote executor's address of the worker that really ran the task
-
-
-@dataclass
-class WaitResult:
-    reached: bool  #: the completion count reached the target
-    timed_out: bool
-    finished: int  #: tasks that ended (completed or raised)
-
-
-class WorkerPool:
-    """The thread executor; :class:`ProcessWorkerPool` overrides how a worker is made and how arrays are shared."""
-
-    kind = "thread"
-    remote = False  #: tasks run where this process's memory is not: they return what they make
-
-    def __init__(self, n_workers: int = 0, fault: str | None = None):
-        if fault is not None and fault not in POOL_FAULTS:
-            raise ValueError(f"unknown pool fault {fault!r}")
-        self.n_workers = n_workers or auto_workers()
-        self.fault = fault
-        self._executors = [self._make_executor(w) for w in range(self.n_workers)]
-        self._cv = threading.Condition()
-        self._submitted = 0
-        self._completed = 0
-        self._failed = 0
-        self._in_flight = 0
-        self.records: list[TaskRecord] = []
-        self.started = False
-        self._shared: list[int] = []
-
-    def _make_executor(self, worker: int) -> Executor:
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"nxgates-worker{worker}")
-
-    def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
-        """An array tasks may write; for processes it must be made before the first submit."""
-        return np.empty(shape, dtype)
-
-    def common_array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray | None:
-        """Memory every worker sees as one array; None where there is no such memory (workers elsewhere)."""
-        return self.array(shape, dtype)
-
-    def barrier(self, parties: int, timeout: float) -> Any:
-        return threading.Barrier(parties, timeout=timeout)
-
-    def share(self, obj: Any) -> int:
-        """Make ``obj`` reachable from tasks through :func:`resolve`; returns the handle to pass them."""
-        if self.started and self.kind == "process":
-            raise RuntimeError("objects must be shared before the first task starts the workers")
-        handle = next(_handles)
-        _SHARED[handle] = obj
-        self._shared.append(handle)
-        return handle
-
-    # ---- the seed's interface -----------------------------------------------------------------------
-
-    def worker_for(self, task: int) -> int:
-        """The worker that task number ``task`` is dealt to (round-robin), so callers can plan memory."""
-        return 0 if self.fault == "single-worker" else task % self.n_workers
-
-    @property
-    def n_submitted(self) -> int:
-        return self._submitted
-
-    def submit(self, fn: Callable[[Any, int], Any], ctx: Any, label: str = "", worker: int | None = None,
-               on_result: Callable[[Any], None] | None = None) -> int:
-        """Queue ``fn(ctx, worker)`` on the next worker in turn (or on ``worker``); returns the task number.
-
-        ``on_result(value)`` gets what ``fn`` returned, in this process, before the task counts as done.
-        """
-        task = self._submitted
-        worker = self.worker_for(task) if worker is None else worker
-        record = TaskRecord(task, worker, label or f"task {task}")
-        self.records.append(record)
-        self._submitted += 1
-        self.started = True
-        if self.fault == "drop-task" and task == self._drop_index():
-            return task  # the planted defect: accepted, never queued, never completes
-        with self._cv:
-            self._in_flight += 1
-        self._dispatch(worker, fn, ctx, record, on_result)
-        return task
-
-    def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
-                  on_result: Callable[[Any], None] | None) -> None:
-        future = self._executors[worker].submit(fn, ctx, worker)
-        future.add_done_callback(lambda f, r=record: self._deliver(r, _outcome(f), f.result, on_result))
-
-    def _deliver(self, record: TaskRecord, error: BaseException | str | None, value: Callable[[], Any],
-                 on_result: Callable[[Any], None] | None) -> None:
-        """Hand a finished task's value to ``on_result`` (a failure there fails the task), then count it."""
-        if error is None and on_result is not None:
-            try:
-                on_result(value())
-            except Exception as exc:
-                error = exc
-        self._finish(record, error)
-
-    def flush(self) -> None:
-        """Hand queued tasks to the workers (the thread executor queues them at submit already)."""
-
-    def _drop_index(self) -> int:
-        return self.n_workers + 1  # a task on the second worker, past the first round
-
-    def _finish(self, record: TaskRecord, error: BaseException | str | None) -> None:
-        with self._cv:
-            record.done = True
-            if error is None:
-                self._completed += 1
-            else:
-                record.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-                self._failed += 1
-            self._in_flight -= 1
-            self._cv.notify_all()
-
-    def wait(self, target: int, timeout: float | None) -> WaitResult:
-        """Block until ``target`` tasks completed, nothing is in flight, or ``timeout`` seconds passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout  # forks in flush() count too
-        self.flush()
-        while True:
-            self._check_alive()
-            with self._cv:
-                if self._completed >= target or self._in_flight <= 0:
-                    return WaitResult(self._completed >= target, False, self._completed + self._failed)
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return WaitResult(False, True, self._completed + self._failed)
-                self._cv.wait(0.25 if left is None else min(left, 0.25))  # short waits keep Ctrl-C prompt
-
-    def _check_alive(self) -> None:
-        """Between waits: raise if what delivers the tasks is gone (threads deliver their own)."""
-
-    def n_completed(self) -> int:
-        with self._cv:
-            return self._completed
-
-    def workers_used(self, records: list[TaskRecord]) -> set[int]:
-        return {r.worker for r in records if r.done and r.error is None}
-
-    def tasks_per_worker(self, records: list[TaskRecord]) -> dict[str, int]:
-        """Completed tasks per worker that really ran them (by index, or by address for a remote pool)."""
-        counts: dict[str, int] = {}
-        for r in records:
-            if r.done and r.error is None:
-                name = r.address or str(r.worker)
-                counts[name] = counts.get(name, 0) + 1
-        return dict(sorted(counts.items()))
-
-    def health(self, records: list[TaskRecord]) -> tuple[list[str], dict[str, Any]]:
-        """What the pool saw go wrong beyond the task records (e.g. a lost worker): lines and metrics."""
-        return [], {}
-
-    def retire(self) -> None:
-        """No more tasks: the workers may start exiting while the caller finishes with their results, so
-        :meth:`close` later finds less to wait for. Tasks already submitted still run."""
-
-    def close(self) -> None:
-        """Stop the workers; joins them when nothing is in flight (a stuck task must not hang the exit)."""
-        with self._cv:
-            idle = self._in_flight == 0
-        for ex in self._executors:
-            ex.shutdown(wait=idle, cancel_futures=True)
-        self._forget_shared()
-
-    def _forget_shared(self) -> None:
-        for handle in self._shared:
-            _SHARED.pop(handle, None)
-        self._shared.clear()
-
-    def __enter__(self) -> WorkerPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 #: how long closing a process pool waits for its workers to exit before it terminates them
 CLOSE_SECONDS = 5.0
 
@@ -273,7 +58,7 @@ class ProcessWorkerPool(WorkerPool):
 
     kind = "process"
 
-    def __init__(self, n_workers: int = 0, fault: str | None = None):
+    def __init__(self, n_workers: int = 0):
         import multiprocessing  # only the process executor pays for this import
 
         if "fork" not in multiprocessing.get_all_start_methods():
@@ -281,7 +66,7 @@ class ProcessWorkerPool(WorkerPool):
         self._mp = multiprocessing.get_context("fork")
         check_workers("process", n_workers)
         _watch_manager_threads()
-        super().__init__(n_workers, fault)
+        super().__init__(n_workers)
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord]]] = {}
         self._retired: tuple[list, list] = ([], [])  #: the workers and manager threads retire() let go
         self._pending: dict[Future, tuple[int, list]] = {}  #: batches handed over and not yet delivered
@@ -300,7 +85,7 @@ class ProcessWorkerPool(WorkerPool):
 
     def _finish_batch(self, items: list, future: Future) -> None:
         self._pending.pop(future, None)
-        error = _outcome(future)
+        error = future_error(future)
         outcomes = [(error, None)] * len(items) if error is not None else future.result()
         for (_, _, record, on_result), (err, value) in zip(items, outcomes, strict=True):
             self._deliver(record, err, lambda v=value: v, on_result)
@@ -408,13 +193,6 @@ def _watch_manager_threads() -> None:
     threading.excepthook = hook
 
 
-def _outcome(future: Future) -> BaseException | None:
-    """A finished task's exception, or None; a task cancelled at shutdown (Ctrl-C) is an error, quietly."""
-    if future.cancelled():
-        return CancelledError("cancelled when the pool closed")
-    return future.exception()
-
-
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
@@ -478,18 +256,3 @@ def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) 
         except Exception as exc:  # reported per task by the parent
             outcomes.append((exc, None))
     return outcomes
-
-
-def make_pool(kind: str, n_workers: int = 0, fault: str | None = None, scheduler: str | None = None) -> WorkerPool:
-    """A pool of ``kind``; ``scheduler`` (dask only) is an existing cluster's address, None = a LocalCluster."""
-    if kind == "dask":
-        from nxgates.core.dask_pool import DaskWorkerPool  # distributed is imported only for this executor
-
-        return DaskWorkerPool(n_workers, fault, scheduler)
-    if scheduler is not None:
-        raise ConfigError(f"a scheduler address applies to executor=dask, not executor={kind}")
-    if kind == "thread":
-        return WorkerPool(n_workers, fault)
-    if kind == "process":
-        return ProcessWorkerPool(n_workers, fault)
-    raise ValueError(f"unknown executor {kind!r} (choose from {', '.join(EXECUTORS)})")

@@ -5,7 +5,7 @@ off, loopback only) and tears it down in :meth:`DaskWorkerPool.close`; with one 
 cluster (``dask scheduler`` / ``dask worker ADDRESS``). Workers share no memory with the gate:
 
 * ``share`` sends the object once to every worker as a worker plugin, which registers it under its
-  handle in the worker process, so a task reaches it through :func:`nxgates.core.pool.resolve`. A plugin
+  handle in the worker process, so a task reaches it through :func:`nxgates.core.pool.shared.resolve`. A plugin
   rather than ``scatter(broadcast=True)``: the scheduler also installs it on a worker that joins later
   (a lost worker's replacement), and its active memory manager cannot trim it down to one replica that a
   dying worker takes with it.
@@ -16,19 +16,13 @@ cluster (``dask scheduler`` / ``dask worker ADDRESS``). Workers share no memory 
   run, counted and recorded on its own, with the address of the worker that *really* ran it.
 * a lost worker's tasks are re-run by Dask elsewhere (``allow_other_workers=True``): the records show
   where, and :meth:`DaskWorkerPool.health` says which worker was lost and how many tasks moved.
-
-The shared-arena fault needs memory every worker maps: :func:`host_array` and :class:`HostBarrier`
-are files in ``/dev/shm`` that pickle as their path, so they work for workers on this host only.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import mmap
 import os
 import signal
-import tempfile
 import threading
 import time
 import uuid
@@ -39,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from nxgates.core.pool import _SHARED, TaskRecord, WorkerPool, auto_workers
+from nxgates.core.cpus import auto_workers
+from nxgates.core.pool.local import WorkerPool
+from nxgates.core.pool.shared import TaskRecord, forget, register
 from nxgates.errors import ConfigError
 
 try:  # this module is imported only for executor=dask; without the extra the pool says what to install
@@ -129,7 +125,7 @@ class DaskWorkerPool(WorkerPool):
     kind = "dask"
     remote = True
 
-    def __init__(self, n_workers: int = 0, fault: str | None = None, scheduler: str | None = None):
+    def __init__(self, n_workers: int = 0, scheduler: str | None = None):
         distributed = _distributed()
         scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
         self.scheduler = scheduler or "local"
@@ -137,7 +133,6 @@ class DaskWorkerPool(WorkerPool):
         self.same_host = self.scheduler == "local"
         self._cluster = None
         self._client = None
-        self._files: list[str] = []
         t0 = time.perf_counter()
         try:
             self._client, addresses = self._connect(distributed, n_workers, scheduler)
@@ -153,7 +148,7 @@ class DaskWorkerPool(WorkerPool):
         self._queued: dict[int, list[tuple[Callable, Any, TaskRecord, Callable | None]]] = {}
         self._queue_lock = threading.Lock()
         self._fetchers = ThreadPoolExecutor(max(1, len(addresses)), thread_name_prefix="nxgates-dask-fetch")
-        super().__init__(len(addresses), fault)
+        super().__init__(len(addresses))
 
     def _connect(self, distributed: Any, n_workers: int, scheduler: str | None) -> tuple[Any, list[str]]:
         if scheduler is None:
@@ -187,15 +182,8 @@ class DaskWorkerPool(WorkerPool):
     def _make_executor(self, worker: int) -> Any:
         return None  # the cluster's workers are the executors
 
-    def common_array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
-        arr = host_array(shape, dtype)
-        self._files.append(arr.path)
-        return arr
-
     def barrier(self, parties: int, timeout: float) -> Any:
-        barrier = HostBarrier(parties, timeout)
-        self._files.append(barrier.path)
-        return barrier
+        raise NotImplementedError("a Dask cluster's workers share no barrier with this process")
 
     def share(self, obj: Any) -> str:
         """Send ``obj`` to every worker once (and to any that joins later); tasks reach it through
@@ -278,9 +266,6 @@ class DaskWorkerPool(WorkerPool):
         if cluster is not None:
             with suppress(Exception):
                 cluster.close(timeout=10)
-        for path in getattr(self, "_files", []):
-            with suppress(OSError):
-                os.unlink(path)
 
 
 def _run_remote_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]],
@@ -319,103 +304,7 @@ class _SharedObject(WorkerPlugin):
         self.handle, self.obj = handle, obj
 
     def setup(self, worker: Any) -> None:
-        _SHARED[self.handle] = self.obj
+        register(self.obj, self.handle)
 
     def teardown(self, worker: Any) -> None:
-        _SHARED.pop(self.handle, None)
-
-
-# ---- memory every process on this host maps (the shared-arena fault) ---------------------------------------
-
-
-def _shm_dir() -> str:
-    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-
-
-def _map(path: str, nbytes: int) -> mmap.mmap:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        return mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
-    finally:
-        os.close(fd)
-
-
-class HostArray(np.ndarray):
-    """An array in a shared file mapping that pickles as its path: every process that unpickles it on this
-    host writes the same bytes. A view of it pickles as a copy, like any array."""
-
-    path: str = ""
-
-    def __reduce__(self):
-        if self.path and isinstance(self.base, mmap.mmap):
-            return _attach_host_array, (self.path, self.shape, self.dtype.str)
-        return np.asarray(self).__reduce__()
-
-    def __array_finalize__(self, obj: Any) -> None:
-        self.path = ""
-
-
-def host_array(shape: tuple[int, ...], dtype: Any = np.float32) -> HostArray:
-    dt = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
-    fd, path = tempfile.mkstemp(prefix="nxgates-arena-", dir=_shm_dir())
-    try:
-        os.ftruncate(fd, max(1, count * dt.itemsize))
-    finally:
-        os.close(fd)
-    return _attach_host_array(path, shape, dt.str)
-
-
-def _attach_host_array(path: str, shape: tuple[int, ...], dtype: str) -> HostArray:
-    dt = np.dtype(dtype)
-    buf = _map(path, max(1, int(np.prod(shape, dtype=np.int64)) * dt.itemsize))
-    arr = np.ndarray.__new__(HostArray, shape, dt, buffer=buf)  # its base is the mapping itself
-    arr.path = path
-    return arr
-
-
-class HostBarrier:
-    """``threading.Barrier`` for worker processes on one host that share nothing but a file: an arrival
-    counter and an abort flag in a shared mapping, counted under ``flock``. One use per party, as the
-    shared-arena fault needs; a timeout or :meth:`abort` raises ``BrokenBarrierError`` in every waiter."""
-
-    def __init__(self, parties: int, timeout: float, path: str | None = None):
-        self.parties, self.timeout = parties, timeout
-        if path is None:
-            fd, path = tempfile.mkstemp(prefix="nxgates-barrier-", dir=_shm_dir())
-            os.ftruncate(fd, 16)
-            os.close(fd)
-        self.path = path
-        self._state: np.ndarray | None = None
-
-    def __reduce__(self):
-        return HostBarrier, (self.parties, self.timeout, self.path)
-
-    def _counts(self) -> np.ndarray:
-        if self._state is None:
-            self._state = np.frombuffer(_map(self.path, 16), dtype=np.int64)  # [arrived, aborted]
-        return self._state
-
-    def _add(self, index: int, value: int) -> None:
-        state = self._counts()
-        with open(self.path, "rb") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                state[index] += value
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def wait(self) -> None:
-        state = self._counts()
-        self._add(0, 1)
-        deadline = time.monotonic() + self.timeout
-        while state[0] < self.parties:
-            if state[1]:
-                raise threading.BrokenBarrierError
-            if time.monotonic() > deadline:
-                self.abort()
-                raise threading.BrokenBarrierError
-            time.sleep(0.0005)
-
-    def abort(self) -> None:
-        self._add(1, 1)
+        forget(self.handle)

@@ -1,0 +1,47 @@
+"""Worker pools: threads (:mod:`.local`), forked processes (:mod:`.forked`) or a Dask cluster (:mod:`.dask`,
+imported only for that executor, so ``distributed`` is never loaded otherwise), behind one interface
+(:class:`WorkerPool`). :func:`make_pool` builds one; :func:`choose_executor` decides which.
+"""
+
+from __future__ import annotations
+
+from nxgates.core.cpus import EXECUTORS, AutoExecutor, auto_workers, choose_executor
+from nxgates.core.pool.forked import ProcessWorkerPool, check_workers, max_process_workers
+from nxgates.core.pool.local import WorkerPool
+from nxgates.core.pool.shared import TaskRecord, WaitResult, resolve
+
+__all__ = ["EXECUTORS", "AutoExecutor", "ProcessWorkerPool", "TaskRecord", "WaitResult", "WorkerPool",
+           "auto_workers", "check_workers", "choose_executor", "dask_available", "make_pool",
+           "max_process_workers", "resolve"]
+
+
+def dask_available() -> bool:
+    """``distributed`` (the ``dask`` extra) is installed; found without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
+def make_pool(kind: str, n_workers: int = 0, extend: type | None = None, scheduler: str | None = None
+              ) -> WorkerPool:
+    """A pool of ``kind``; ``scheduler`` (dask only) is an existing cluster's address, None = a LocalCluster.
+
+    ``extend``: a class whose methods override the pool's (e.g. :meth:`WorkerPool.worker_for`,
+    :meth:`WorkerPool.accepts`), put in front of the executor's pool class, so one override serves every kind.
+    """
+    if kind == "dask":
+        from nxgates.core.pool.dask import DaskWorkerPool  # distributed is imported only for this executor
+
+        return _extended(DaskWorkerPool, extend)(n_workers, scheduler)
+    choose_executor(kind, scheduler)  # refuses an address given to another executor
+    if kind == "thread":
+        return _extended(WorkerPool, extend)(n_workers)
+    if kind == "process":
+        return _extended(ProcessWorkerPool, extend)(n_workers)
+    raise ValueError(f"unknown executor {kind!r} (choose from {', '.join(EXECUTORS)})")
+
+
+def _extended(pool_class: type[WorkerPool], extend: type | None) -> type[WorkerPool]:
+    if extend is None:
+        return pool_class
+    return type(f"{extend.__name__}{pool_class.__name__}", (extend, pool_class), {})

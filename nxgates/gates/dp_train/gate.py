@@ -1,0 +1,178 @@
+"""dp-train's declaration (parameters, checks, faults), validation and run: three trainings (serial and
+two worker counts) and the checks D1-D4 on them."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from nxgates.core.bits import compare_bits
+from nxgates.core.chunks import chunk_examples
+from nxgates.core.memory import require
+from nxgates.core.mlp import Dims, init_data, mlp_params
+from nxgates.core.numeric import Verdict, compare, mlp_numeric
+from nxgates.core.pool import EXECUTORS, AutoExecutor, auto_workers, choose_executor, make_pool
+from nxgates.core.tape import constf
+from nxgates.core.train import batch_mean, tree_levels
+from nxgates.errors import ConfigError
+from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gates.dp_train.training import STALE_WORKER, SgdTrainer, TrainingJob, TrainingRun
+
+#: what executor=auto means here: dask given a scheduler address, else processes from NP = 16384 up (the
+#: per-example work is parallel-grad's, and so is where a fork pays)
+AUTO_EXECUTOR = AutoExecutor(process_from=16384)
+
+PARAMS = {
+    **mlp_params(IntParam("examples in the batch (one pool task each, every step)", min=2, max=1 << 20)),
+    "steps": IntParam("SGD steps (D3 compares the first and the last)", min=2, max=1 << 16),
+    "lr_num": IntParam("learning rate numerator: lr = constf(lr_num, lr_den)", min=1, max=1 << 24),
+    "lr_den": IntParam("learning rate denominator", min=1, max=1 << 24),
+    "workers": IntParam("pool workers for D1; D2 adds a pool of one more; 0 = usable CPUs, at least 2",
+                        min=0, max=1023),
+    "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), or auto (process from "
+                            f"NP >= {AUTO_EXECUTOR.process_from} up)", ("auto", *EXECUTORS)),
+    "step_exp": IntParam("D4: central-difference step d = 10^-step_exp (float64)", min=1, max=12),
+    "tol_permil": IntParam("D4: a cell passes when |num - ana| * 1000 / max|grad| <= this", min=0, max=1000),
+    "d4_examples": IntParam("D4: check the batch gradient of the first this many examples (0 = all B)",
+                            min=0, max=1 << 20),
+}
+
+D1 = "D1 weights after every step BIT-IDENTICAL serial vs data-parallel"
+D2 = "D2 weights after every step BIT-IDENTICAL across worker counts"
+D3 = "D3 mean loss falls (last step < first step)"
+D4 = "D4 step 0 batch gradient matches float64 central differences"
+
+FAULTS = {
+    "completion-order": Fault("data-parallel runs sum the gradients in the order tasks finish (worker by "
+                              "worker, a left fold) instead of the tree over the examples", (D1, D2)),
+    "stale-weights": Fault(f"pool worker {STALE_WORKER} computes every step with the previous step's weights",
+                           (D1,)),
+    "wrong-sign": Fault("gradient ascent: w += lr * g (serial and parallel alike)", (D3,)),
+    "relu-grad": Fault("the tape's relu passes gradient through negative inputs, in every run alike "
+                       "(D1 and D2 cannot see a gradient that is wrong the same way everywhere)", (D4,)),
+}
+
+
+# ---- the gate ------------------------------------------------------------------------------------------
+
+
+def validate(p: dict) -> None:
+    if p["workers"] == 1:
+        raise ConfigError("workers=1 is not data-parallel; use 0 (auto) or >= 2 (D2 adds one more)")
+    if p["d4_examples"] > p["B"]:
+        raise ConfigError(f"d4_examples={p['d4_examples']} exceeds the batch B={p['B']}")
+    dims = Dims.of(p)
+    workers = (p["workers"] or auto_workers()) + 1
+    B, NP = p["B"], dims.n_params
+    chunk = chunk_examples(NP, 1, B, remote=p["executor"] == "dask")
+    # one job at a time: two chunks of rows, a row per round of the tree, weights, inputs and losses
+    job = 2 * chunk * NP + (len(tree_levels(B)) + 1) * NP + 4 * NP + 2 * dims.n_w1 + B * (dims.D + dims.O + 1)
+    kept = 3 * p["steps"] * NP + (p["d4_examples"] % B) * NP  # every run's weights after every step; D4's rows
+    arenas = (workers + 1) * (2 * dims.arena + dims.n_w1)
+    nbytes = 4 * (job + kept + arenas) + 8 * 4 * NP
+    require(nbytes, f"dp-train at D={p['D']} H={p['H']} O={p['O']} B={p['B']} steps={p['steps']}")
+
+
+def run(ctx: RunContext) -> GateOutput:
+    p = ctx.params
+    dims, B, steps = Dims.of(p), p["B"], p["steps"]
+    lr = constf(p["lr_num"], p["lr_den"])
+    scheduler = ctx.options.get("scheduler")
+    executor = choose_executor(p["executor"], scheduler, AUTO_EXECUTOR, dims.n_params)
+    n_workers = p["workers"] or auto_workers()
+    out = GateOutput()
+    out.info(f"nx_dp_train: {steps} steps of minibatch SGD (B={B}, lr=constf({p['lr_num']},{p['lr_den']})="
+             f"{float(lr):.9g}) on the f32 autograd; batch gradient = pairwise tree over the examples / B")
+    ctx.progress.start("training steps", 3 * steps)
+
+    k = p["d4_examples"] or B
+    serial = SgdTrainer(TrainingJob.make(dims, B, ctx.fault), lr, ctx).train(steps, "serial",
+                                                                            keep_rows=k if k < B else 0)
+    runs = [serial]
+    for workers in (n_workers, n_workers + 1):
+        pool = make_pool(executor, workers, None, scheduler)
+        try:
+            job = TrainingJob.make(dims, B, ctx.fault, pool.array, pool.remote)
+            runs.append(SgdTrainer(job, lr, ctx, pool).train(steps, f"{workers} workers"))
+        finally:
+            pool.close()
+    _, par, par2 = runs
+
+    for s, loss in enumerate(serial.losses):
+        out.info(f" step {s}: mean loss={float(loss):.9g}")
+    out.info(f" executor={executor} workers={par.workers} and {par2.workers}")
+
+    ok1, why1 = compare_runs(serial, par)
+    out.check(D1, ok1, why1)
+    ok2, why2 = compare_runs(par, par2)
+    out.check(D2, ok2, why2)
+
+    falls = serial.diverged is None and serial.losses[-1] < serial.losses[0]
+    out.check(D3, falls, f"{float(serial.losses[0]):.9g} -> {float(serial.losses[-1]):.9g} over {steps} steps"
+              if serial.diverged is None else f"diverged: weights not finite after step {serial.diverged} "
+              f"(loss {float(serial.losses[0]):.9g} -> {float(serial.losses[-1]):.9g}); use a smaller lr")
+
+    v = check_d4(dims, serial, k, 10.0 ** -p["step_exp"], p["tol_permil"])
+    out.check(D4, v.passed, f"mean of {k}/{B} examples: {v.n_pass}/{v.cells} cells within {p['tol_permil']}permil "
+              f"(worst={v.worst}permil of max|grad|={v.maxabs:.6g})")
+
+    final = serial.weights[-1]
+    digest = hashlib.sha256(memoryview(final).cast("B")).hexdigest()
+    out.metrics = {
+        "losses": [float(loss) if np.isfinite(loss) else None for loss in serial.losses],  # JSON: no inf/NaN
+        "weights_sha256": digest,
+        "steps": steps,
+        "workers": par.workers,
+        "workers_d2": par2.workers,
+        "executor": executor,
+        "lr": float(lr),
+        "d4_worst_permil": v.worst,
+        "serial_seconds": serial.seconds,
+        "parallel_seconds": par.seconds,
+        "parallel_d2_seconds": par2.seconds,
+    }
+    out.digest = hashlib.sha256(digest.encode() + b"".join(loss.tobytes() for loss in serial.losses)).hexdigest()
+    out.green = ("DP-TRAIN GREEN -- data-parallel SGD on the worker pool is bit-identical to serial SGD at every "
+                 "step, across worker counts; the loss falls and the batch gradient is right.")
+    out.red = "DP-TRAIN RED -- data-parallel training is not correct (see FAIL lines)"
+    return out
+
+
+def compare_runs(reference: TrainingRun, other: TrainingRun) -> tuple[bool, str]:
+    """Every step's weights, raw float32 bits; a run that stopped early fails with its reason."""
+    for run in (other, reference):
+        if run.problem:
+            return False, f"{run.label} run stopped: {run.problem}"
+    n = len(reference.weights)
+    if len(other.weights) != n:
+        return False, f"{reference.label} ran {n} steps, {other.label} {len(other.weights)}"
+    bad = []
+    for s in range(n):
+        mism = compare_bits(reference.weights[s][None], other.weights[s][None]).mismatches
+        if mism:
+            bad.append(f"step {s}: {mism} cells")
+    if bad:
+        return False, f"{reference.label} vs {other.label}: " + ", ".join(bad[:6])
+    return True, f"{reference.label} vs {other.label}: {n} steps x {reference.weights[0].size} weights"
+
+
+def check_d4(dims: Dims, serial: TrainingRun, k: int, step: float, tol: int) -> Verdict:
+    """The tree mean of step 0's first ``k`` per-example gradients (all B: the batch gradient the first
+    update used) vs the mean of their float64 central differences."""
+    analytic = batch_mean(serial.grads0) if len(serial.grads0) else serial.g0
+    w, x, t = init_data(dims, k)  # the weights step 0 saw; rows of x, t do not depend on the batch size
+    numeric = np.zeros(dims.n_params)
+    for b in range(k):
+        numeric += mlp_numeric(dims, w, x[b], t[b], step)
+    return compare(analytic, numeric / k, tol)
+
+
+GATE = GateDef(
+    params=PARAMS,
+    checks=(D1, D2, D3, D4),
+    run=run,
+    faults=FAULTS,
+    validate=validate,
+    options=("scheduler",),
+)

@@ -1,0 +1,209 @@
+"""parallel-grad's declaration (parameters, checks, faults), validation and run: the pool is made here,
+the batch streamed by :mod:`.stream`, and the checks judged on the tally."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nxgates.core.bits import BitComparison
+from nxgates.core.chunks import chunk_examples
+from nxgates.core.gradfiles import GradReader, GradWriter
+from nxgates.core.memory import fmt_bytes, require
+from nxgates.core.mlp import Dims, init_examples, init_weights, mlp_params
+from nxgates.core.pool import (
+    EXECUTORS,
+    AutoExecutor,
+    WorkerPool,
+    auto_workers,
+    check_workers,
+    choose_executor,
+    dask_available,
+    make_pool,
+)
+from nxgates.errors import ConfigError
+from nxgates.gatekit import ChoiceParam, GateDef, GateOutput, IntParam, RunContext, Variant
+from nxgates.gates.parallel_grad.checks import CHECKS, T1, T2, T3, T4, judge_t1, pool_problems
+from nxgates.gates.parallel_grad.faults import FAULTS, POOL_FAULTS, plant_shared_arena
+from nxgates.gates.parallel_grad.host_memory import HostFiles
+from nxgates.gates.parallel_grad.job import GradJob
+from nxgates.gates.parallel_grad.stream import PoolStart, stream
+
+#: What executor=auto means here: dask given a scheduler address, else processes from NP = 16384 up, else
+#: threads. Measured on 2 cores (make bench): threads hold the GIL between numpy calls and gain nothing at any
+#: size here; forked processes reach 1.6x at NP = 34k and 1.8x at NP = 203k, but cost a fork at start.
+AUTO_EXECUTOR = AutoExecutor(process_from=16384)
+
+PARAMS = {
+    **mlp_params(IntParam("examples in the batch (one pool task each)", min=2, max=1 << 20)),
+    "workers": IntParam("pool workers; 0 = usable CPUs, at least 2", min=0, max=1024),
+    "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), dask (a LocalCluster, or "
+                            "--scheduler ADDRESS), or auto (process from "
+                            f"NP >= {AUTO_EXECUTOR.process_from} up, where it pays)", ("auto", *EXECUTORS)),
+}
+
+
+def validate(p: dict) -> None:
+    if p["workers"] == 1:
+        raise ConfigError("workers=1 cannot show parallelism (T2 needs >1 worker); use 0 (auto) or >= 2")
+    dims = Dims.of(p)
+    workers = p["workers"] or auto_workers()
+    # forks are capped: exit 2, not a hang
+    check_workers(choose_executor(p["executor"], None, AUTO_EXECUTOR, dims.n_params), workers)
+    remote = p["executor"] == "dask"  # (executor=auto with --scheduler is dask too; checked again at run time)
+    require(footprint_bytes(dims, workers, p["B"], remote),
+            f"parallel-grad at D={p['D']} H={p['H']} O={p['O']} B={p['B']}")
+
+
+def footprint_bytes(dims: Dims, workers: int, B: int, remote: bool = False) -> int:
+    """Planned memory: one chunk's gradient rows (parallel, re-run, serial, a saved file's) and inputs, the
+    weights, and an arena per worker plus the serial one. B enters only through the chunk size's cap, on
+    every executor."""
+    chunk = chunk_examples(dims.n_params, workers, B, remote)
+    rows = 4 * chunk * dims.n_params + chunk * (dims.D + dims.O)
+    arenas = (workers + 1) * (2 * dims.arena + dims.n_w1)
+    return 4 * (rows + arenas + dims.n_params + dims.n_w1)
+
+
+def run(ctx: RunContext) -> GateOutput:
+    p = ctx.params
+    dims = Dims.of(p)
+    B = p["B"]
+    compare = GradReader.open(ctx.options.get("compare_grads"), B, dims.n_params)
+    scheduler = ctx.options.get("scheduler")
+    host = HostFiles()
+    pool = None
+    try:
+        executor = choose_executor(p["executor"], scheduler, AUTO_EXECUTOR, dims.n_params)
+        pool = make_pool(executor, p["workers"], POOL_FAULTS.get(ctx.fault or ""), scheduler)
+        return _run(ctx, pool, host, dims, B, compare)
+    finally:
+        if pool is not None:
+            pool.close()
+        host.remove()
+        if compare is not None:
+            compare.close()
+
+
+def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int, compare: GradReader | None
+         ) -> GateOutput:
+    out = GateOutput()
+    NP = dims.n_params
+    chunk = chunk_examples(NP, pool.n_workers, B, pool.remote)
+    # a remote pool's workers on this host write their rows straight into host memory, as forked ones do
+    shared_rows = not pool.remote or getattr(pool, "same_host", False)
+    rows_array = host.array if pool.remote and shared_rows else pool.array
+    # the re-run's rows: only where the gate compares them (a cluster's tasks do not count, see run_task)
+    outputs = [rows_array((chunk, NP)), rows_array((chunk, NP)) if pool.remote else None]
+    job = GradJob(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
+              pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers,
+              inputs_by_index=pool.remote)
+    if not pool.remote:  # the workers count their rows' differences from the serial rows (see run_task); a
+        # dask cluster's copy of the job has no serial rows: its rows are compared by the fold
+        job.serial, job.counted = pool.array((2, chunk, NP)), pool.array((2, chunk), np.int64)
+    job.w[...] = init_weights(dims)
+    job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
+    if ctx.fault == "shared-arena":
+        plant_shared_arena(job, pool, host, chunk)
+    job.x[...], job.t[...] = init_examples(dims, 0, chunk)  # the first chunk's (a cluster's tasks make their own)
+    handle = pool.share(job)
+    out.info(f"nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the {pool.kind} pool;"
+             " per-example grads bit-identical to serial)")
+    # ---- pool start-up first: forked workers then do not inherit the serial pass's private arrays. The
+    # workers fork here and prepare while the parent computes the first chunk's serial rows.
+    start = PoolStart(pool, ctx, handle)
+
+    save = GradWriter.create(ctx.options.get("save_grads"), B, NP)
+    try:
+        tally = stream(ctx, pool, handle, job, B, chunk, compare, save, start.ready)
+        if save is not None:
+            save.finish()
+    finally:
+        if save is not None:
+            save.discard()
+    records, records2 = tally.records, tally.records2
+    ran = sum(r.done and r.error is None for r in records)
+    out.info(f" workers={pool.n_workers} pool tasks completed={ran}/{B}")
+    for r in records:
+        out.verbose(f"   {r.label}: worker {r.worker}, " + ("done" if r.done and not r.error else r.error or "lost"))
+
+    t1 = BitComparison(tally.mismatches, tally.nonzero, tally.bad_rows)
+    mism, nonzero = t1.mismatches, t1.nonzero
+    out.info(f" bit-mismatches={mism} non-zero grad cells checked={nonzero}/{B * NP}")
+    for b, n in t1.bad_rows[:8]:
+        out.detail(f"   example {b}: {n} cells differ")
+    out.check(T1, *judge_t1(t1, B, NP))
+
+    distinct = pool.workers_used(records)
+    pool_notes, pool_metrics = pool.health(records)
+    for note in pool_notes:
+        out.info(note)
+    problems = pool_problems(records, tally.waited, B, len(distinct), pool.n_workers)
+    if problems and pool_notes:
+        problems.append(pool_notes[0].strip())
+    out.check(T2, not problems, "; ".join(problems) or
+              f"{ran}/{B} tasks on {len(distinct)} distinct workers of {pool.n_workers}")
+
+    mism2 = tally.rerun_mismatches
+    problems2 = pool_problems(records2, tally.waited2, B, None, pool.n_workers)
+    out.check(T3, mism2 == 0 and not problems2,
+              "; ".join(problems2) or (f"{mism2} cells differ between the two parallel runs" if mism2
+                                       else "second parallel run bit-identical"))
+
+    digest = tally.sha.hexdigest()
+    if compare is not None:
+        mism4 = tally.file_mismatches
+        out.check(T4, mism4 == 0, f"{mism4} cells differ from {ctx.options['compare_grads']}" if mism4
+                  else f"matches {ctx.options['compare_grads']} (sha256 {digest[:16]})")
+    if save is not None:
+        out.info(f" saved per-example gradients to {ctx.options['save_grads']} ({fmt_bytes(4 * B * NP)})")
+
+    out.metrics = {
+        "workers": pool.n_workers,
+        "executor": pool.kind,
+        "tasks_completed": ran,
+        "distinct_workers": len(distinct),
+        "bit_mismatches": mism,
+        "rerun_bit_mismatches": mism2,
+        "nonzero_cells": nonzero,
+        "total_cells": B * NP,
+        "grads_sha256": digest,
+        "serial_seconds": tally.serial_seconds,
+        "parallel_seconds": tally.parallel_seconds,
+        "pool_start_seconds": start.seconds,
+        "chunk_examples": chunk,
+        "tasks_per_worker": pool.tasks_per_worker(records),
+        **pool_metrics,
+    }
+    if pool.kind == "dask":
+        out.metrics.update(scheduler=pool.scheduler, cluster_start_seconds=pool.start_seconds,
+                           rows="shared memory" if job.rows_shared else "returned")
+    out.digest = digest
+    out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
+                 "per-example gradients bit-identical to serial.")
+    out.red = "TA-PARALLEL-GRAD RED -- parallel training not correct (see mismatches)"
+    return out
+
+
+def selftest_variants() -> tuple[Variant, ...]:
+    """With the dask extra installed, the selftest proves the gate and every fault on Dask too (one shared
+    LocalCluster of 2 workers for those runs)."""
+    if not dask_available():
+        return ()
+
+    def one_cluster():
+        from nxgates.core.pool.dask import shared_local_cluster
+
+        return shared_local_cluster()
+
+    return (Variant("dask", {"executor": "dask", "workers": 2}, one_cluster),)
+
+
+GATE = GateDef(
+    params=PARAMS,
+    checks=CHECKS,
+    run=run,
+    faults=FAULTS,
+    validate=validate,
+    options=("save_grads", "compare_grads", "scheduler"),
+    selftest_variants=selftest_variants,
+)
