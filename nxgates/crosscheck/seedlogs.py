@@ -1,9 +1,4 @@
-"""Where crosscheck finds a gate's seed-log format: its own declaration, ``GATE.seed_log``.
-
-The one exception is listed here, :data:`_NOT_YET_DECLARED`: parallel-grad's format lives in
-``nxgates/gates/parallel_grad_seedlog.py`` until its ``GateDef`` declares ``seed_log`` itself (then this
-lookup goes).
-"""
+"""Where crosscheck finds a gate's seed-log format: its own declaration, ``GATE.seed_log``."""
 
 from __future__ import annotations
 
@@ -11,10 +6,6 @@ import importlib
 
 from nxgates.errors import ConfigError
 from nxgates.gatekit import SeedLog
-
-#: gate modules whose GateDef does not declare its seed log yet -> the module that does (``SEED_LOG``).
-#: To move into parallel-grad's GateDef (``seed_log=``) when the two are merged.
-_NOT_YET_DECLARED = {"parallel_grad": "nxgates.gates.parallel_grad_seedlog"}
 
 
 def seed_log(module: str) -> SeedLog | None:
@@ -26,8 +17,6 @@ def seed_log(module: str) -> SeedLog | None:
     gate = getattr(importlib.import_module(f"nxgates.gates.{module}"), "GATE", None)
     if gate is not None and gate.seed_log is not None:
         return gate.seed_log()
-    if module in _NOT_YET_DECLARED:
-        return importlib.import_module(_NOT_YET_DECLARED[module]).SEED_LOG
     return None
 
 

@@ -12,6 +12,7 @@ import pytest
 from nxgates.core import cpus, memory, q20
 from nxgates.core import lora as core_lora
 from nxgates.core import pool as pool_module
+from nxgates.core.cpus import choose_executor
 from nxgates.errors import GateTimeout, ResourceError
 from nxgates.gatekit import Progress, RunContext
 from nxgates.gates.lora import fast as lora_fast
@@ -485,7 +486,7 @@ def test_cells_a_task_returns_them_only_from_a_copy():
     ("auto", None, "process"), ("auto", "tcp://h:1", "dask"), ("dask", None, "dask"), ("dask", "tcp://h:1", "dask"),
     ("thread", None, "thread"), ("process", None, "process")])
 def test_the_executor_auto_means_dask_given_a_scheduler(executor, scheduler, expected):
-    assert lora_pooled.gradcheck_executor(executor, scheduler) == expected
+    assert choose_executor(executor, scheduler, lora_gate.AUTO_EXECUTOR) == expected
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
@@ -493,7 +494,7 @@ def test_a_scheduler_with_a_local_executor_is_a_usage_error(executor):
     from nxgates.errors import ConfigError
 
     with pytest.raises(ConfigError, match=f"^a scheduler address applies to executor=dask, not executor={executor}$"):
-        lora_pooled.gradcheck_executor(executor, "tcp://h:1")
+        choose_executor(executor, "tcp://h:1", lora_gate.AUTO_EXECUTOR)
 
 
 @pytest.mark.parametrize("params, options, expected", [

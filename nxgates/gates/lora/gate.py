@@ -15,12 +15,15 @@ import nxgates.gates.lora.footprint as footprint
 import nxgates.gates.lora.gradcheck as gradcheck
 import nxgates.gates.lora.pooled as pooled
 from nxgates.core import q20
-from nxgates.core.cpus import EXECUTORS
+from nxgates.core.cpus import EXECUTORS, AutoExecutor, choose_executor
 from nxgates.core.lora import Forward, backward, forward, init_model
 from nxgates.core.q20 import S, tdiv
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
 from nxgates.gates.lora.gradcheck import Gradcheck
+
+#: ``executor=auto``: dask given a scheduler address, else forked processes (the cells share memory)
+AUTO_EXECUTOR = AutoExecutor()
 
 PARAMS = {
     "T": IntParam("tokens: rows of x", min=1, max=1 << 20),
@@ -102,7 +105,7 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
     ctx.progress.start("gradcheck cells", trained)
     workers = pooled.gradcheck_workers(ctx.params.get("workers", 0), T, DM, R)
     scheduler = ctx.options.get("scheduler")
-    executor = pooled.gradcheck_executor(ctx.params.get("executor", "auto"), scheduler)
+    executor = choose_executor(ctx.params.get("executor", "auto"), scheduler, AUTO_EXECUTOR)
     if ctx.params["algorithm"] == "naive":
         diffs_a, diffs_b = gradcheck.adapter_diffs(m, f, delta, ctx, "naive")
     elif executor == "dask":  # asked for: on the cluster's workers (`workers`, 0 = the pool's default)

@@ -14,7 +14,6 @@ import numpy as np
 
 import nxgates.gates.lora.fast as fast
 from nxgates.core.lora import Forward, Model
-from nxgates.errors import ConfigError
 from nxgates.gatekit import RunContext
 
 #: ``workers=0`` (auto) forks a pool only from this much work (measured as 2 x cells x T x DM) up. A pool's
@@ -34,15 +33,6 @@ def gradcheck_workers(requested: int, T: int, DM: int, R: int) -> int:
     from nxgates.core.cpus import auto_workers  # not the pool: validation runs at every start-up
 
     return auto_workers()
-
-
-def gradcheck_executor(executor: str, scheduler: str | None) -> str:
-    """``auto``: dask given a scheduler address (as parallel-grad), else forked processes."""
-    if scheduler and executor in ("thread", "process"):
-        raise ConfigError(f"a scheduler address applies to executor=dask, not executor={executor}")
-    if executor == "auto":
-        return "dask" if scheduler else "process"
-    return executor
 
 
 @dataclass(eq=False, repr=False)

@@ -18,9 +18,29 @@ first pass's row against the serial row, their own row against the first pass's,
 rows no task compared (a lost task, rows returned by a remote worker) are compared by the gate.
 """
 
-from nxgates.gates.parallel_grad.checks import T1, T2, T3, T4
+from nxgates.gatekit import GateDef, SeedLog
+from nxgates.gates.parallel_grad.checks import CHECKS, T1, T2, T3, T4
 from nxgates.gates.parallel_grad.faults import FAULTS
-from nxgates.gates.parallel_grad.gate import AUTO_EXECUTOR, GATE, PARAMS, footprint_bytes, run, validate
+from nxgates.gates.parallel_grad.gate import AUTO_EXECUTOR, PARAMS, footprint_bytes, run, selftest_variants, validate
+
+
+def _seed_log() -> SeedLog:
+    """The seed's log format, for ``nxgates crosscheck`` (imported only there)."""
+    from nxgates.gates.parallel_grad.seedlog import SEED_LOG
+
+    return SEED_LOG
+
+
+GATE = GateDef(
+    params=PARAMS,
+    checks=CHECKS,
+    run=run,
+    faults=FAULTS,
+    validate=validate,
+    options=("save_grads", "compare_grads", "scheduler"),
+    selftest_variants=selftest_variants,
+    seed_log=_seed_log,
+)
 
 __all__ = ["AUTO_EXECUTOR", "FAULTS", "GATE", "PARAMS", "T1", "T2", "T3", "T4",
            "footprint_bytes", "run", "validate"]

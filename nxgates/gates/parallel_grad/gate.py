@@ -21,9 +21,9 @@ from nxgates.core.pool import (
     make_pool,
 )
 from nxgates.errors import ConfigError
-from nxgates.gatekit import ChoiceParam, GateDef, GateOutput, IntParam, RunContext, Variant
-from nxgates.gates.parallel_grad.checks import CHECKS, T1, T2, T3, T4, judge_t1, pool_problems
-from nxgates.gates.parallel_grad.faults import FAULTS, POOL_FAULTS, plant_shared_arena
+from nxgates.gatekit import ChoiceParam, GateOutput, IntParam, RunContext, Variant
+from nxgates.gates.parallel_grad.checks import T1, T2, T3, T4, judge_t1, pool_problems
+from nxgates.gates.parallel_grad.faults import POOL_FAULTS, plant_shared_arena
 from nxgates.gates.parallel_grad.host_memory import HostFiles
 from nxgates.gates.parallel_grad.job import GradJob
 from nxgates.gates.parallel_grad.stream import PoolStart, stream
@@ -196,14 +196,3 @@ def selftest_variants() -> tuple[Variant, ...]:
         return shared_local_cluster()
 
     return (Variant("dask", {"executor": "dask", "workers": 2}, one_cluster),)
-
-
-GATE = GateDef(
-    params=PARAMS,
-    checks=CHECKS,
-    run=run,
-    faults=FAULTS,
-    validate=validate,
-    options=("save_grads", "compare_grads", "scheduler"),
-    selftest_variants=selftest_variants,
-)

@@ -1,7 +1,7 @@
 """How the seed ``nx_ta_parallel_grad_gate.nx`` prints its run, and every figure of it recomputed.
 
 parallel-grad's declaration for ``nxgates crosscheck`` (:data:`SEED_LOG`): the seed prints the first three
-of the gate's checks (``GATE.checks``), with its pool's counts and the gradients' bit-mismatches. nxgates
+of the gate's checks (:data:`.checks.CHECKS`), with its pool's counts and the gradients' bit-mismatches. nxgates
 recomputes them by running the gate itself.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from nxgates.gatekit import Figure, GateOutput, LineSpec, ParsedLog, RunContext, SeedLog, SourceConst
-from nxgates.gates.parallel_grad import GATE, run
+from nxgates.gates.parallel_grad.checks import CHECKS
+from nxgates.gates.parallel_grad.gate import run
 
 HEADER = ("nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the thread pool; "
           "per-example grads bit-identical to serial)")
@@ -20,7 +21,7 @@ GREEN = ("TA-PARALLEL-GRAD GREEN -- the f32 sovereign autograd trains DATA-PARAL
 RED = "RED -- parallel training not correct (see mismatches)"
 
 #: the checks the seed prints, by the key of their line ("T1" ...): the gate's first three
-SEED_CHECKS = {name.split()[0]: name for name in GATE.checks[:3]}
+SEED_CHECKS = {name.split()[0]: name for name in CHECKS[:3]}
 
 LINES = (
     LineSpec("header", re.escape(HEADER), HEADER),
