@@ -71,7 +71,9 @@ class Node:
 class Tape:
     """A private arena plus the op records of one forward pass."""
 
-    def __init__(self, capacity: int, vals: np.ndarray | None = None, grads: np.ndarray | None = None):
+    def __init__(self, capacity: int, vals: np.ndarray | None = None, grads: np.ndarray | None = None,
+                 reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum):
+        self.reduce = reduce  #: every sum of every op: (buffer, axis) -> the sums, destroying the buffer
         self.vals = np.zeros(capacity, F32) if vals is None else vals
         self.grads = np.zeros(capacity, F32) if grads is None else grads
         if self.vals.dtype != F32 or self.grads.dtype != F32 or min(self.vals.size, self.grads.size) < capacity:
@@ -175,7 +177,7 @@ class Tape:
         WT = W.transposed_ref if W.transposed_ref is not None else Wv.T
         prod_t = self.scratch(WT.shape)
         np.multiply(WT, xv[:, None], out=prod_t)
-        self.val(out)[...] = tree_sum(prod_t, 0)
+        self.val(out)[...] = self.reduce(prod_t, 0)
         prod = prod_t.reshape(W.shape)  # the same scratch, reused as backward's (m, n) buffer
 
         def backward() -> None:
@@ -189,7 +191,7 @@ class Tape:
                     W.has_grad = True
             if x.requires_grad:  # dx[j] = sum_i W[i,j] * g[i]
                 np.multiply(Wv, g[:, None], out=prod)
-                self._acc(x, tree_sum(prod, 0))
+                self._acc(x, self.reduce(prod, 0))
 
         out.backward = backward
         return out
@@ -201,16 +203,16 @@ class Tape:
         Av, Bv = self.val(A), self.val(B)
         prod = self.scratch((m, k, n))
         np.multiply(Av[:, :, None], Bv[None, :, :], out=prod)
-        self.val(out)[...] = tree_sum(prod, 1)
+        self.val(out)[...] = self.reduce(prod, 1)
 
         def backward() -> None:
             g = self.val_grad(out)
             if A.requires_grad:  # dA[i,k] = sum_j g[i,j] * B[k,j]
                 np.multiply(g[:, None, :], Bv[None, :, :], out=prod)
-                self._acc(A, tree_sum(prod, 2))
+                self._acc(A, self.reduce(prod, 2))
             if B.requires_grad:  # dB[k,j] = sum_i A[i,k] * g[i,j]
                 np.multiply(Av[:, :, None], g[:, None, :], out=prod)
-                self._acc(B, tree_sum(prod, 0))
+                self._acc(B, self.reduce(prod, 0))
 
         out.backward = backward
         return out
@@ -268,7 +270,7 @@ class Tape:
         out = self._new((), (a,))
         buf = self.scratch((a.size,))
         buf[...] = self.val(a).reshape(-1)
-        self.val(out)[...] = tree_sum(buf, 0)
+        self.val(out)[...] = self.reduce(buf, 0)
 
         def backward() -> None:
             if a.requires_grad:
@@ -283,7 +285,7 @@ class Tape:
         n = F32(y.size)
         diff = self.val(y) - self.val(t)
         sq = diff * diff
-        self.val(out)[...] = tree_sum(sq.reshape(-1), 0) / n
+        self.val(out)[...] = self.reduce(sq.reshape(-1), 0) / n
 
         def backward() -> None:
             dy = (diff * (F32(2) / n)) * self.val_grad(out)  # d/dy = 2 (y - t) / n
