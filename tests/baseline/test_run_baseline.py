@@ -153,3 +153,14 @@ def test_two_concurrent_runs_into_one_file_keep_both_entries(standin_site, tmp_p
     assert [p.wait(timeout=120) for p in runs] == [0, 0]
     assert sorted(json.loads((tmp_path / "b.json").read_text())["entries"]) == [
         "standin[M=3 N=11 scale=7]", "standin[M=3 N=12 scale=7]"]
+
+
+def test_the_options_and_the_documented_default_are_in_the_help(invoke):
+    text = " ".join(invoke("run", "--help").stdout.split())
+    assert "--baseline FILE" in text and "--update-baseline FILE" in text
+    assert "--baseline-missing [fail|warn]" in text and "[default: fail]" in text
+
+
+def test_repeated_runs_are_compared_once(invoke, pinned):
+    r = invoke("run", "standin", "--baseline", "b.json", "--repeat", "3")
+    assert r.exit_code == 0 and r.stdout.count("baseline --") == 1
