@@ -30,10 +30,11 @@ def entry_key(name: str, params: Mapping[str, Any], inputs: str | None = None) -
 
 
 def label(name: str, params: Mapping[str, Any], shown: Iterable[str] | None = None) -> str:
-    """A run's name in lines, e.g. ``lora[T=3 DM=6 R=2]``: the params in ``shown``, else every keyed one."""
+    """A run's name in lines, e.g. ``lora[T=3 DM=6 R=2]``: the params in ``shown``, else every keyed one
+    (a gate with none to show is named alone)."""
     keyed = keyed_params(params)
     names = list(keyed) if shown is None else [k for k in shown if k in keyed]
-    return f"{name}[{' '.join(f'{k}={keyed[k]}' for k in names)}]"
+    return f"{name}[{' '.join(f'{k}={keyed[k]}' for k in names)}]" if names else name
 
 
 def shown_params(declared: Iterable[str], defaults: Mapping[str, Any], presets: Mapping[str, Mapping[str, Any]],

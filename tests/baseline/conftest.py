@@ -1,12 +1,10 @@
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 STANDIN = Path(__file__).parent / "standin_gate.py"
-SCRIPT = shutil.which("nxgates", path=str(Path(sys.executable).parent)) or "nxgates-not-installed"
 
 
 @pytest.fixture

@@ -72,4 +72,4 @@ def test_a_label_shows_the_sizes_and_what_differs_from_the_defaults():
     changed = {**defaults, "delta": 100, "workers": 3}
     assert label("lora", changed, shown_params(declared, defaults, presets, changed)) == "lora[T=3 DM=6 R=2 delta=100]"
     assert shown_params(declared, defaults, {"seed": {}}, defaults) is None  # no presets: every keyed param
-    assert label("g", {"N": 1, "executor": "x"}) == "g[N=1]"
+    assert label("g", {"N": 1, "executor": "x"}) == "g[N=1]" and label("g", {"workers": 2}) == "g"

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.baseline.conftest import SCRIPT
+from tests.helpers import SCRIPT
 
 MOVES = {
     "loss": "standin[N=4 M=3] loss: 402001206 -> 402001207",
