@@ -220,6 +220,50 @@ class GateOutput:
     def checks(self) -> list[Check]:
         return [i for i in self.items if isinstance(i, Check)]
 
+    # Fingerprints: the figures ``nxgates run --baseline`` pins (see docs/baselines.md).
+    def fingerprint(self, name: str, value: int | float | str | bool) -> None:
+        """Pin a scalar figure (a loss, a count, a digest) so ``--baseline`` fails when it moves.
+
+        Compared exactly: an int digit for digit, a float bit for bit (its repr round-trips), a str as text.
+        """
+        if hasattr(value, "item") and not isinstance(value, str):  # a numpy scalar: its Python value
+            value = value.item()
+        if not isinstance(value, int | float | str):
+            raise TypeError(f"fingerprint {name!r}: takes an int, float, str or bool, got {type(value).__name__}")
+        self._add_figure(name, value)
+
+    def fingerprint_cells(self, name: str, cells: Any) -> None:
+        """Pin an array figure, every cell of it (e.g. each analytic gradient cell).
+
+        A copy is kept and hashed only when the fingerprints are read (``--baseline``, ``--json``), so a
+        plain run pays for neither hashlib nor the digest. What is stored is described by
+        :func:`nxgates.baseline.cells.cell_fingerprint`: a sha256 of dtype, shape and bytes, per-block
+        digests that say where cells moved, and the values themselves for small arrays.
+        """
+        import numpy as np
+
+        array = np.array(cells, copy=True)
+        if array.dtype.hasobject:
+            raise TypeError(f"fingerprint {name!r}: cells must be numbers, got dtype {array.dtype}")
+        self._add_figure(name, _PendingCells(array))
+
+    @property
+    def fingerprints(self) -> dict[str, Any]:
+        """The pinned figures by name, in the order recorded; cells as their digest records."""
+        figures = self.__dict__.get("_figures", {})
+        for name, value in figures.items():
+            if isinstance(value, _PendingCells):
+                from nxgates.baseline.cells import cell_fingerprint
+
+                figures[name] = cell_fingerprint(value.array)
+        return dict(figures)
+
+    def _add_figure(self, name: str, value: Any) -> None:
+        figures = self.__dict__.setdefault("_figures", {})
+        if not name or name in figures:
+            raise ValueError(f"fingerprint {name!r}: each figure needs its own, non-empty name")
+        figures[name] = value
+
 
 class Variant(NamedTuple):
     """Another configuration ``nxgates selftest`` runs a gate and each of its faults under (e.g. an executor).
@@ -326,3 +370,9 @@ class GateDef:
     selftest_variants: Callable[[], tuple[Variant, ...]] = lambda: ()
     #: the seed program's log format, for ``nxgates crosscheck``; a function, so a run never imports it
     seed_log: Callable[[], SeedLog] | None = None
+
+
+class _PendingCells(NamedTuple):
+    """An array figure whose digest is made only when the fingerprints are read."""
+
+    array: Any

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from nxgates.baseline.keys import label, shown_params
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError, refused_a_resource
 from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
 from nxgates.registry import GateEntry
@@ -25,6 +26,12 @@ class GateReport:
     error: str | None = None  #: one line: "timed out after 5.0 s" or "internal error: ..."
     error_kind: str | None = None  #: "timeout" or "crash"
     traceback: str | None = None
+    #: how lines name this run, e.g. ``lora[T=3 DM=6 R=2]`` (:func:`nxgates.baseline.keys.label`)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            self.label = label(self.name, self.params)
 
     @property
     def passed(self) -> bool:
@@ -54,6 +61,13 @@ def run_gate(
 
     ``deadline`` (a :func:`time.monotonic` instant) lets several runs share one ``timeout``.
     """
+    report = _run_gate(entry, params, fault, options, timeout, progress, deadline)
+    report.label = label(entry.name, params, shown_params(entry.gate.params, entry.defaults, entry.presets, params))
+    return report
+
+
+def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None, options: dict[str, Any] | None,
+              timeout: float | None, progress: Progress | None, deadline: float | None) -> GateReport:
     if deadline is None and timeout is not None:
         deadline = time.monotonic() + timeout
     ctx = RunContext(

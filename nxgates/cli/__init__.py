@@ -20,6 +20,7 @@ COMMANDS = {
     "run": "nxgates.cli.run:run_cmd",
     "selftest": "nxgates.cli.selftest:selftest_cmd",
     "crosscheck": "nxgates.cli.crosscheck:crosscheck_cmd",
+    "diff": "nxgates.cli.diff:diff_cmd",
 }
 
 
@@ -40,6 +41,8 @@ def cli() -> None:
       nxgates run all
       nxgates run lora --set DM=64 --set R=4 --json report.json
       nxgates run parallel-grad --executor dask
+      nxgates run all --baseline baseline.json
+      nxgates diff before.json after.json
       nxgates crosscheck lora seed-run.log --source nx_intfp_lora_gradcheck_gate.nx
     """
 

@@ -50,11 +50,18 @@ GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-gra
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
 @click.option("--compare-grads", cls=OnceOption, default=None, metavar="PATH",
               help="parallel-grad: add check T4, gradients bit-identical to a saved .npy.")
+@click.option("--baseline", "baseline", cls=OnceOption, default=None, metavar="FILE",
+              help="Add check `baseline`: every figure the gates pin as in FILE (see docs/baselines.md).")
+@click.option("--update-baseline", "update_baseline", cls=OnceOption, default=None, metavar="FILE",
+              help="Write the pinned figures of the gates that passed into FILE (merged into its entries).")
+@click.option("--baseline-missing", cls=OnceOption, type=click.Choice(("fail", "warn")), default="fail",
+              show_default=True, help="What a gate FILE lacks, or one that pins no figure, does to --baseline.")
 @debug_option
 def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
             timeout: float | None, fault: str | None, executor: str | None, scheduler: str | None,
-            save_grads: str | None, compare_grads: str | None, debug: bool) -> int:
+            save_grads: str | None, compare_grads: str | None, baseline: str | None, update_baseline: str | None,
+            baseline_missing: str, debug: bool) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates import registry
     from nxgates.cli.exits import stop_reason
@@ -81,10 +88,15 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
                 raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
     refuse_two_on_stdout(json_path, junit_path)
     distinct_files({"--json": json_path, "--junit": junit_path, "--save-grads": save_grads,
-                    "--compare-grads": compare_grads})
+                    "--compare-grads": compare_grads, "--baseline": baseline, "--update-baseline": update_baseline})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
     files.check_writable(save_grads, "--save-grads")
+    pinned: dict[str, Any] | None = None  #: the --baseline document the gates are compared with
+    if baseline is not None or update_baseline is not None:
+        from nxgates.baseline import session
+
+        pinned = session.prepare(session.BaselineOptions(baseline, update_baseline, baseline_missing), fault)
 
     from nxgates.streams import check_written, human_stream, require_stdout
 
@@ -101,6 +113,8 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
             progress = RichProgress(human) if renderer.console is not None else None
             report = run_repeated(e, params[e.name], repeat, fault=fault, timeout=timeout, progress=progress,
                                   options={k: v for k, v in options.items() if k in e.gate.options})
+            if pinned is not None:
+                session.add_check(report, pinned, str(baseline), baseline_missing)
             done.append(report)
             renderer.gate(report)
             if report.traceback and debug:
@@ -111,6 +125,9 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     with signals_held():  # a second Ctrl-C or SIGTERM must not leave a report half written
         renderer.summary(done)
         files.write_reports(done, json_path=json_path, junit_path=junit_path, interrupted=interrupted is not None)
+        if update_baseline is not None and interrupted is None:
+            for warning in session.update(update_baseline, done):
+                click.echo(f"nxgates: warning: {warning}", err=True)
     check_written(human)
     if interrupted is not None:
         return stop_reason(interrupted)[1]

@@ -18,12 +18,24 @@ def to_json(reports: list[GateReport], interrupted: bool = False) -> dict[str, A
     }
     if interrupted:
         doc["interrupted"] = True
+    doc["environment"] = environment_json(reports)
     return doc
 
 
+def environment_json(reports: list[GateReport]) -> dict[str, Any]:
+    """Where the numbers came from: the machine, and each gate run's executor and workers, in run order."""
+    from nxgates import environment
+
+    return {**environment.machine(),
+            "gates": [{"name": r.name, **environment.execution(r.params, r.output.metrics)} for r in reports]}
+
+
 def gate_json(r: GateReport) -> dict[str, Any]:
-    """One gate run as the ``gates`` items of every JSON document (``run``, ``crosscheck``, ``selftest``)."""
-    return {
+    """One gate run as the ``gates`` items of every JSON document (``run``, ``crosscheck``, ``selftest``).
+
+    A gate that pins figures adds them (``fingerprints``) and how lines name the run (``label``).
+    """
+    item = {
         "name": r.name,
         "passed": r.passed,
         "seconds": round(r.seconds, 6),
@@ -33,6 +45,11 @@ def gate_json(r: GateReport) -> dict[str, Any]:
         "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in r.output.checks],
         "metrics": r.output.metrics,
     }
+    figures = r.output.fingerprints
+    if figures:
+        item["label"] = r.label
+        item["fingerprints"] = figures
+    return item
 
 
 def dumps(doc: dict[str, Any]) -> str:

@@ -42,7 +42,7 @@ class KillTable:
 
 def selftest_json(rows: list[KillRow]) -> dict[str, Any]:
     """The kill table and every run, as ``selftest --json`` writes them."""
-    from nxgates.reporting.json_report import gate_json
+    from nxgates.reporting.json_report import environment_json, gate_json
 
     return {
         "nxgates": __version__,
@@ -51,6 +51,7 @@ def selftest_json(rows: list[KillRow]) -> dict[str, Any]:
                    "caught": r.fault is not None and r.ok, "failed_checks": r.failed_checks,
                    "expected": list(r.expected)} for r in rows],
         "gates": [gate_json(r.report) for r in rows],
+        "environment": environment_json([r.report for r in rows]),
     }
 
 

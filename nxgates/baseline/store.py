@@ -1,0 +1,133 @@
+"""The baseline file: read whole, updated under a lock, replaced whole, never left half written.
+
+Layout: ``{"format": 1, "entries": {KEY: ENTRY, ...}}`` as ``json.dumps(sort_keys=True, indent=2)`` plus a
+newline, so it diffs well in review. Keys and entries this nxgates does not know are kept as they are (a
+later version's entries survive an update by this one). A file of another format version, or one that is
+not such a document, is refused (exit 2) and never overwritten.
+
+An update takes an ``fcntl.flock`` on a sidecar ``FILE.lock`` (kept: removing it would let a third run lock
+a fresh file while a second still holds the old one), reads the file under it, merges its entries in, writes
+a temporary file in the same directory and renames it over the file (``os.replace``): two runs updating one
+file at once both keep their entries, and a crash leaves the old file or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from nxgates.errors import ConfigError
+from nxgates.safeio import read_text
+
+FORMAT = 1  #: the format version this nxgates reads and writes
+SIZE_LIMIT = 64 << 20  #: cells are kept as digests, so even many gates at large sizes stay far below this
+
+
+def load(path: str, flag: str) -> dict[str, Any]:
+    """The document in ``path``; one line and exit 2 if it is missing, corrupt or of another format."""
+    text = read_text(path, flag, SIZE_LIMIT)
+    return parse(text, path, flag)
+
+
+def parse(text: str, path: str, flag: str) -> dict[str, Any]:
+    """A baseline document from its text, checked for what this nxgates needs of it."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {path}: not a baseline file (corrupt JSON: {exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), dict):
+        raise ConfigError(f"{flag} {path}: not a baseline file (no entries table)")
+    if doc.get("format") != FORMAT:
+        raise ConfigError(f"{flag} {path}: baseline format {doc.get('format')!r}, this nxgates reads format "
+                          f"{FORMAT}; regenerate it with --update-baseline into a new file")
+    return doc
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """The file's text: sorted keys, indented, one trailing newline."""
+    return json.dumps(doc, sort_keys=True, indent=2) + "\n"
+
+
+def check_updatable(path: str, flag: str) -> None:
+    """Before any gate runs: exit 2 now if ``path`` could not be updated later (and say why)."""
+    target = _target(path, flag)
+    if not target.parent.is_dir():
+        raise ConfigError(f"{flag} {path}: directory {target.parent} does not exist")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path}: cannot write to directory {target.parent}")
+    if target.exists():
+        load(path, flag)
+
+
+def update(path: str, entries: Mapping[str, Mapping[str, Any]], flag: str) -> None:
+    """Merge ``entries`` (by key) into the file at ``path``, creating it if need be; see the module's doc."""
+    target = _target(path, flag)
+    with _locked(target, flag):
+        _target(path, flag)  # checked again under the lock: the file may have been replaced meanwhile
+        doc = load(path, flag) if target.exists() else {"format": FORMAT, "entries": {}}
+        doc["entries"].update(entries)
+        _replace(target, dumps(doc), flag)
+
+
+def _target(path: str, flag: str) -> Path:
+    """``path`` if it may be written: absent or a regular file, never through a symlink."""
+    if path in ("", "-"):
+        raise ConfigError(f"{flag}: give a file path (not {path!r})")
+    target = Path(path)
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise ConfigError(f"{flag} {path}: is a symlink; give the file it points to")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{flag} {path}: not a regular file")
+    return target
+
+
+@contextlib.contextmanager
+def _locked(target: Path, flag: str) -> Iterator[None]:
+    lock = target.with_name(target.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as exc:
+        raise ConfigError(f"{flag} {target}: cannot lock {lock}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _replace(target: Path, text: str, flag: str) -> None:
+    """Write ``text`` to a temporary file beside ``target``, flushed to disk, then rename it over ``target``."""
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"{flag} {target}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ConfigError(f"{flag} {target}: cannot write: {exc.strerror or exc}") from None
