@@ -27,13 +27,27 @@ def _session_processes(sid: int) -> list[int]:
     return found
 
 
+def _wait_for_cpu(pid, seconds, limit=60.0):
+    """Wait until process ``pid`` has used ``seconds`` of CPU itself: past its imports (about 0.2 s of CPU)
+    however loaded the machine is, where a fixed sleep is not."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / ticks >= seconds:  # utime + stime
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the run used less than {seconds} s of CPU in {limit} s")
+
+
 def _stop_mid_run(tmp_path, args, sig, group):
     """Start a long run in its own session, let it work, signal it (its whole group, as a terminal's
     Ctrl-C or ``timeout`` does, or the main process only), and return (exit code, stderr lines)."""
     proc = subprocess.Popen([SCRIPT, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
     try:
-        time.sleep(1.0)  # imports done, inside the pool passes of the repeated gate
+        _wait_for_cpu(proc.pid, 0.6)  # imports done, inside the pool passes of the repeated gate
         if group:
             os.killpg(proc.pid, sig)
         else:
