@@ -80,8 +80,8 @@ def _parallel_grad(results: dict[str, Any]) -> list[str]:
     runs = results.get("parallel-grad", {})
     if not runs:
         return []
-    lines = ["| parallel-grad preset / executor | serial pass | parallel pass | speed-up | peak RSS (parent + worker) |",
-             "|---|---|---|---|---|"]
+    lines = ["| parallel-grad preset / executor | serial pass | parallel pass | speed-up "
+             "| peak RSS (parent + worker) |", "|---|---|---|---|---|"]
     for key, row in runs.items():
         speedup = row.get("speedup")
         lines.append(f"| {_cell(key)} | {_seconds(row.get('serial_seconds'))} | "
