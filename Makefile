@@ -51,3 +51,8 @@ peer-venv:
 
 clean:
 	rm -rf $(VENV) .venv-peer mutants build dist *.egg-info .pytest_cache .ruff_cache bench-results
+
+# The performance table of docs/performance.md, from the last `make bench` (bench-results/bench.json).
+.PHONY: docs
+docs:
+	$(PYTHON) tools/perf_table.py

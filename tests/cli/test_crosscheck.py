@@ -17,8 +17,8 @@ from nxgates.cli import cli
 from tests.oracles.seed_logs import lora_log, parallel_grad_log, serial_nonzero
 
 DATA = Path(__file__).parent.parent / "data"
-README = Path(__file__).parent.parent.parent / "README.md"
-PG_SEED_K = 1191  # the seed-default non-zero gradient cells, as the README states
+CROSSCHECK_DOC = Path(__file__).parent.parent.parent / "docs" / "crosscheck.md"
+PG_SEED_K = 1191  # the seed-default non-zero gradient cells, as docs/crosscheck.md states
 SCRIPT = shutil.which("nxgates", path=str(Path(sys.executable).parent)) or "nxgates-not-installed"
 
 
@@ -94,9 +94,9 @@ def test_parallel_grad_logs_agree(cross, D, H, O, B):
     assert f"PASS non-zero grad cells checked: {serial_nonzero(D, H, O, B)}" in r.stdout
 
 
-def test_readme_states_the_seed_default_logs(cross):
-    """The README's example logs are what the seeds print at their defaults, and nxgates agrees with them."""
-    readme = README.read_text()
+def test_docs_state_the_seed_default_logs(cross):
+    """docs/crosscheck.md's example logs are what the seeds print at their defaults, and nxgates agrees."""
+    readme = CROSSCHECK_DOC.read_text()
     blocks = dict(re.findall(r"<!-- (seed-[a-z-]+-log) -->\n```text\n(.*?)```\n", readme, flags=re.DOTALL))
     assert blocks["seed-lora-log"] == lora_log()
     assert blocks["seed-parallel-grad-log"] == pg_log()
