@@ -5,7 +5,7 @@ A gate is a module exposing ``GATE = GateDef(...)``: its parameters (:class:`Int
 that gets a :class:`RunContext` and returns a :class:`GateOutput`. Built-in gates live under
 ``nxgates/gates/`` with their defaults in gates.toml; a gate from another package also declares its default
 table ``TABLE`` and registers its module in the entry-point group ``nxgates.gates`` (see
-:mod:`nxgates.plugins` and the README's "Write your own gate"). The runner, the CLI and the reports see a
+:mod:`nxgates.plugins` and docs/plugins.md). The runner, the CLI and the reports see a
 gate only through these types, so everything ``nxgates run`` offers works the same for every gate.
 
 A gate reproducing a seed program may also declare how that program prints its run (:class:`SeedLog`), so
