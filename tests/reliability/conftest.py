@@ -3,6 +3,7 @@ script, with plugin gates "installed" by path (a module and the .dist-info pip w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -49,10 +50,8 @@ def nx(*args: str, cwd: Path, env: dict | None = None, timeout: float = 60, stdi
 
 def kill_group(proc: subprocess.Popen) -> None:
     """Kill a command started in its own session, workers included, and reap it."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.communicate()
 
 
@@ -83,7 +82,8 @@ GATE = GateDef(params={"N": IntParam("size", min=1, max=100)}, checks=CHECKS, ru
 def plugin_source(run_body: str, checks: tuple[str, ...] = ("c1",), prelude: str = "") -> str:
     """A plugin module: ``prelude`` at import, then ``run(ctx)`` with ``run_body`` (indented by 4)."""
     body = "".join(f"    {line}\n" for line in run_body.strip("\n").splitlines())
-    return f"{PLUGIN_HEAD}{prelude}\nCHECKS = {checks!r}\n\ndef run(ctx: RunContext) -> GateOutput:\n{body}{PLUGIN_TAIL}"
+    head = f"{PLUGIN_HEAD}{prelude}\nCHECKS = {checks!r}\n\n"
+    return f"{head}def run(ctx: RunContext) -> GateOutput:\n{body}{PLUGIN_TAIL}"
 
 
 GREEN_BODY = '''
