@@ -4,6 +4,7 @@ script, with plugin gates "installed" by path (a module and the .dist-info pip w
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -20,10 +21,6 @@ import pytest
 
 SCRIPT = shutil.which("nxgates", path=str(Path(sys.executable).parent)) or "nxgates-not-installed"
 PYTHON = str(Path(SCRIPT).with_name("python"))
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: a reliability test that takes more than about 20 s")
 
 
 class Done(NamedTuple):
@@ -137,17 +134,14 @@ def plugins(tmp_path: Path) -> Callable[..., Plugins]:
 
 
 def have_distributed() -> bool:
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether the venv has the dask extra, without importing it here (it is slow to import)."""
+    return importlib.util.find_spec("distributed") is not None
 
 
 needs_dask = pytest.mark.skipif(not have_distributed(), reason="the dask extra (distributed) is not installed")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def fake_scheduler() -> Iterator[Callable[[bytes | None], str]]:
     """``fake_scheduler(reply)``: a TCP listener on 127.0.0.1 that accepts and then never answers
     (``reply=None``) or answers ``reply`` to whatever it is sent; returns its ``tcp://`` address."""

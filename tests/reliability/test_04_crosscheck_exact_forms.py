@@ -147,7 +147,7 @@ def non_canonical_edit(draw):
 
 
 @pytest.mark.xfail(strict=True, reason="crosscheck accepts figures in forms the seed's printer never writes")
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(edit=non_canonical_edit())
 def test_no_non_canonical_edit_of_a_figure_is_accepted(tmp_path, edit):
