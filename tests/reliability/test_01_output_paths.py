@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.gates.seed_logs import lora_log
 from tests.reliability.conftest import SCRIPT, assert_one_line_error, nx
 
 PG = ("run", "parallel-grad", "-q")
@@ -120,17 +121,11 @@ def test_a_report_path_that_is_a_device_is_refused(tmp_path, option):
     assert stat.S_ISCHR(os.lstat(node).st_mode)
 
 
-def seed_lora_log() -> str:
-    from tests.gates.seed_logs import lora_log
-
-    return lora_log()
-
-
 @pytest.mark.xfail(strict=True, reason="a hardlink of the crosscheck log defeats the same-file check")
 @pytest.mark.parametrize("option", ["--json", "--junit"])
 def test_crosscheck_report_onto_a_hardlink_of_its_log_is_refused(tmp_path, option):
     log = tmp_path / "run.log"
-    log.write_text(seed_lora_log())
+    log.write_text(lora_log())
     os.link(log, tmp_path / "r.out")
     before = snapshot(log)
     r = nx("crosscheck", "lora", "run.log", option, "r.out", cwd=tmp_path)

@@ -71,7 +71,7 @@ NOT_EXACT = {
 }
 
 
-ACCEPTED_TODAY = {  # case -> what is wrong today; the other cases are already refused
+STILL_ACCEPTED = {  # case -> the defect, an xfail until the parser refuses it; the other cases are refused
     "lora-leading-zero-L_q32": "a leading zero in L_q32 is accepted",
     "lora-leading-zero-rank": "a leading zero in the banner's rank is accepted",
     "lora-leading-zero-cells": "a leading zero in a passed/cells count is accepted",
@@ -88,12 +88,12 @@ ACCEPTED_TODAY = {  # case -> what is wrong today; the other cases are already r
 }
 
 
-def cases(table: dict, accepted_today: dict) -> list:
-    return [pytest.param(case, id=case, marks=[pytest.mark.xfail(strict=True, reason=accepted_today[case])]
-                         if case in accepted_today else []) for case in sorted(table)]
+def cases(table: dict, still_accepted: dict) -> list:
+    return [pytest.param(case, id=case, marks=[pytest.mark.xfail(strict=True, reason=still_accepted[case])]
+                         if case in still_accepted else []) for case in sorted(table)]
 
 
-@pytest.mark.parametrize("case", cases(NOT_EXACT, ACCEPTED_TODAY))
+@pytest.mark.parametrize("case", cases(NOT_EXACT, STILL_ACCEPTED))
 def test_a_figure_not_in_the_printers_exact_form_is_not_accepted(tmp_path, case):
     gate, text, args = NOT_EXACT[case]
     assert_not_accepted(cross(tmp_path, gate, text, *args))
@@ -110,13 +110,13 @@ SOURCE_NOT_EXACT = {
 }
 
 
-SOURCE_ACCEPTED_TODAY = {
+SOURCE_STILL_ACCEPTED = {
     "leading-zero": "--source accepts T = 03",
     "only-in-a-multiline-block-comment": "--source reads a constant that exists only inside a /* */ comment",
 }
 
 
-@pytest.mark.parametrize("case", cases(SOURCE_NOT_EXACT, SOURCE_ACCEPTED_TODAY))
+@pytest.mark.parametrize("case", cases(SOURCE_NOT_EXACT, SOURCE_STILL_ACCEPTED))
 def test_a_source_constant_not_a_plain_literal_is_refused(tmp_path, case):
     (tmp_path / "gate.nx").write_text(SOURCE_NOT_EXACT[case])
     r = cross(tmp_path, "lora", LORA, "--source", "gate.nx")

@@ -77,7 +77,7 @@ def test_an_address_that_is_not_a_scheduler_is_exit_2_in_time(not_a_scheduler_ru
 def test_a_dask_worker_count_past_the_cap_is_refused_at_once(tmp_path, workers):
     if 8 * (os.cpu_count() or 1) >= workers:
         pytest.skip(f"this machine would allow {workers} workers")
-    # Not the 60 s the run would take to fail on its own: in 10 s today's code has started dozens of workers.
+    # 10 s, not the 60 s such a run may take to fail: without a cap it starts dozens of workers in 10 s.
     proc = subprocess.Popen([SCRIPT, "run", "parallel-grad", "--executor", "dask", "--set", f"workers={workers}"],
                             cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
