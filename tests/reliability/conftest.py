@@ -1,0 +1,178 @@
+"""Helpers for the reliability specifications: nxgates driven only from outside, through its console
+script, with plugin gates "installed" by path (a module and the .dist-info pip would write)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+SCRIPT = shutil.which("nxgates", path=str(Path(sys.executable).parent)) or "nxgates-not-installed"
+PYTHON = str(Path(SCRIPT).with_name("python"))
+
+
+class Done(NamedTuple):
+    """What one command did: its exit status, its streams, and how long it took."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def nx(*args: str, cwd: Path, env: dict | None = None, timeout: float = 60, stdin=subprocess.DEVNULL) -> Done:
+    """The console script with ``args``; a command that outlives ``timeout`` fails the test, never hangs it."""
+    start = time.monotonic()
+    proc = subprocess.Popen([SCRIPT, *args], cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        pytest.fail(f"nxgates {' '.join(args)[:200]} still running after {timeout} s")
+    return Done(proc.returncode, out, err, time.monotonic() - start)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill a command started in its own session, workers included, and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def assert_one_line_error(r: Done, *fragments: str) -> None:
+    """Exit 2, nothing on stdout, one line on stderr naming the problem, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# ---- plugin gates --------------------------------------------------------------------------------------
+
+PLUGIN_HEAD = '''
+from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
+
+TABLE = {"description": "a reliability fixture", "aliases": [], "params": {"N": 1}, "presets": {}}
+'''
+
+PLUGIN_TAIL = '''
+GATE = GateDef(params={"N": IntParam("size", min=1, max=100)}, checks=CHECKS, run=run,
+               faults={"noop": Fault("changes nothing", CHECKS[:1])})
+'''
+
+
+def plugin_source(run_body: str, checks: tuple[str, ...] = ("c1",), prelude: str = "") -> str:
+    """A plugin module: ``prelude`` at import, then ``run(ctx)`` with ``run_body`` (indented by 4)."""
+    body = "".join(f"    {line}\n" for line in run_body.strip("\n").splitlines())
+    head = f"{PLUGIN_HEAD}{prelude}\nCHECKS = {checks!r}\n\n"
+    return f"{head}def run(ctx: RunContext) -> GateOutput:\n{body}{PLUGIN_TAIL}"
+
+
+GREEN_BODY = '''
+out = GateOutput()
+for name in CHECKS:
+    out.check(name, True, "ok")
+out.green, out.red = "PLUG GREEN", "PLUG RED"
+return out
+'''
+
+
+class Plugins(NamedTuple):
+    """An environment in which gates are installed plugins; ``run`` calls the console script there."""
+
+    env: dict
+    cwd: Path
+    site: Path
+
+    def run(self, *args: str, timeout: float = 60) -> Done:
+        return nx(*args, cwd=self.cwd, env=self.env, timeout=timeout)
+
+
+@pytest.fixture
+def plugins(tmp_path: Path) -> Callable[..., Plugins]:
+    """``plugins(gate=source, ...)``: each gate's module written under a fresh site directory, registered
+    in one fake distribution ``rel-plugins 1.0``."""
+
+    def install(**gates: str) -> Plugins:
+        site = tmp_path / "site"
+        site.mkdir(exist_ok=True)
+        points = {}
+        for gate, source in gates.items():
+            module = f"rel_{gate.replace('-', '_')}"
+            (site / f"{module}.py").write_text(source)
+            points[gate] = module
+        info = site / "rel_plugins-1.0.dist-info"
+        info.mkdir(exist_ok=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rel-plugins\nVersion: 1.0\n")
+        lines = "".join(f"{k} = {v}\n" for k, v in points.items())
+        (info / "entry_points.txt").write_text(f"[nxgates.gates]\n{lines}")
+        work = tmp_path / "work"
+        work.mkdir(exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+        env.pop("NXGATES_DASK_SCHEDULER", None)
+        return Plugins(env, work, site)
+
+    return install
+
+
+# ---- Dask ----------------------------------------------------------------------------------------------
+
+
+def have_distributed() -> bool:
+    """Whether the venv has the dask extra, without importing it here (it is slow to import)."""
+    return importlib.util.find_spec("distributed") is not None
+
+
+needs_dask = pytest.mark.skipif(not have_distributed(), reason="the dask extra (distributed) is not installed")
+
+
+@pytest.fixture(scope="module")
+def fake_scheduler() -> Iterator[Callable[[bytes | None], str]]:
+    """``fake_scheduler(reply)``: a TCP listener on 127.0.0.1 that accepts and then never answers
+    (``reply=None``) or answers ``reply`` to whatever it is sent; returns its ``tcp://`` address."""
+    stop = threading.Event()
+    sockets: list[socket.socket] = []
+
+    def serve(listener: socket.socket, reply: bytes | None) -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            sockets.append(conn)
+            if reply is not None:
+                try:
+                    conn.settimeout(1)
+                    conn.recv(4096)
+                    conn.sendall(reply)
+                except OSError:
+                    pass
+
+    def start(reply: bytes | None) -> str:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        sockets.append(listener)
+        threading.Thread(target=serve, args=(listener, reply), daemon=True).start()
+        return f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+
+    yield start
+    stop.set()
+    for s in sockets:
+        s.close()
