@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gates.seed_logs import lora_log
+from tests.oracles.seed_logs import lora_log
 from tests.reliability.conftest import SCRIPT, assert_one_line_error, nx
 
 PG = ("run", "parallel-grad", "-q")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gates.seed_logs import parallel_grad_log
+from tests.oracles.seed_logs import parallel_grad_log
 from tests.reliability.conftest import SCRIPT, Done, kill_group
 
 STOP = {signal.SIGINT: (130, "nxgates: interrupted"), signal.SIGTERM: (143, "nxgates: terminated (SIGTERM)")}

@@ -2,7 +2,7 @@
 form the seed's printer writes (no leading zero, no sign on zero, no ``+``, no stray Unicode whitespace, a
 verdict line whose tail is its own verdict's), ``--source`` constants only as plain literals outside
 comments, and a pool that cannot show parallelism is refused as ``run`` refuses it. The logs are the
-seed's genuine output (``tests/gates/seed_logs.py``), then mutated."""
+seed's genuine output (``tests/oracles/seed_logs.py``), then mutated."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gates.seed_logs import LORA_GREEN, LORA_RED, lora_log, parallel_grad_log
+from tests.oracles.seed_logs import LORA_GREEN, LORA_RED, lora_log, parallel_grad_log
 from tests.reliability.conftest import PYTHON, Done, assert_one_line_error, kill_group, needs_dask, nx
 
 DATA = Path(__file__).parent.parent / "data"
