@@ -68,7 +68,8 @@ def validate(p: dict) -> None:
     chunk = chunk_examples(NP, 1, B, remote=p["executor"] == "dask")
     # one job at a time: two chunks of rows, a row per round of the tree, weights, inputs and losses
     job = 2 * chunk * NP + (len(tree_levels(B)) + 1) * NP + 4 * NP + 2 * dims.n_w1 + B * (dims.D + dims.O + 1)
-    kept = 3 * p["steps"] * NP + (p["d4_examples"] % B) * NP  # every run's weights after every step; D4's rows
+    # every run's weights after every step, the serial run's twice more for its fingerprint; D4's rows
+    kept = 5 * p["steps"] * NP + (p["d4_examples"] % B) * NP
     arenas = (workers + 1) * (2 * dims.arena + dims.n_w1)
     nbytes = 4 * (job + kept + arenas) + 8 * 4 * NP
     require(nbytes, f"dp-train at D={p['D']} H={p['H']} O={p['O']} B={p['B']} steps={p['steps']}")
