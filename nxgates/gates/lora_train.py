@@ -158,7 +158,8 @@ def where_runs_part(run1: Training, run2: Training) -> str:
 def validate(p: dict) -> None:
     """lora's limits, and room for both runs' adapters at every step (L4 compares them step by step)."""
     validate_lora(p)
-    kept = 2 * 2 * (p["steps"] + 1) * 2 * p["DM"] * p["R"]  # two runs, each kept twice (steps and fingerprint)
+    # both runs' adapters at every step, with room for one copy each (stacked; run 1's for its fingerprint)
+    kept = 2 * 2 * (p["steps"] + 1) * 2 * p["DM"] * p["R"]
     require(8 * kept, f"lora-train at DM={p['DM']} R={p['R']} steps={p['steps']}")
 
 
