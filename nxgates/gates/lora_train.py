@@ -10,7 +10,8 @@ from the same step's gradients, with C's truncating division: ``A[i] = A[i] - (l
 * L2 the base ``W`` is bit-identical after training.
 * L3 at the final weights, the gradients the training loop hands to its update pass the lora gate's
   gradcheck (its rules, fast path) for A and B.
-* L4 a second training run from scratch ends with the same adapter digest.
+* L4 a second training run from scratch ends with the same adapter digest; when it does not, the FAIL line
+  names the first step and cell where the two runs part.
 
 An intermediate that would leave int64's safe range stops the run (exit 2), never a wrapped number.
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nxgates.core import lora, q20
+from nxgates.core.memory import require
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
@@ -92,7 +94,8 @@ class Trainer:
 
 @dataclass
 class Training:
-    """One run: the model after ``steps`` updates, every loss, and the final forward and gradients."""
+    """One run: the model after ``steps`` updates, every loss, the final forward and gradients, and the
+    adapter at every step (``A_steps[s]``: A after ``s`` updates, so step 0 is where the run started)."""
 
     model: lora.Model
     w_init: np.ndarray
@@ -100,6 +103,8 @@ class Training:
     final: lora.Forward
     dA: np.ndarray
     dB: np.ndarray
+    A_steps: np.ndarray
+    B_steps: np.ndarray
 
     def adapter_digest(self) -> tuple[str, str]:
         """sha256 of A's and of B's int64 little-endian bytes (row-major)."""
@@ -119,11 +124,13 @@ def train(T: int, DM: int, R: int, steps: int, lr_q: int, ctx: RunContext, fault
     trainer = Trainer(m, lr_q, fault)
     f = trainer.forward()
     losses = [f.loss]
+    adapters = [(m.A.copy(), m.B.copy())]
     ctx.progress.start("training steps", steps)
     for _ in range(steps):
         trainer.step(f)
         f = trainer.forward()
         losses.append(f.loss)
+        adapters.append((m.A.copy(), m.B.copy()))
         ctx.progress.advance()
         ctx.check_time()
         if losses[-1] >= losses[-2]:
@@ -131,11 +138,29 @@ def train(T: int, DM: int, R: int, steps: int, lr_q: int, ctx: RunContext, fault
     dA, dB = trainer.gradients(f)
     if carried is not None:
         carried.update(A=m.A.copy(), B=m.B.copy())
-    return Training(m, w_init, losses, f, dA, dB)
+    A_steps, B_steps = (np.stack(tensors) for tensors in zip(*adapters, strict=True))
+    return Training(m, w_init, losses, f, dA, dB, A_steps, B_steps)
+
+
+def where_runs_part(run1: Training, run2: Training) -> str:
+    """The first step at which two runs' adapters differ, and the first cell there (A before B, row-major)
+    with both runs' values; or how many steps each ran when they agree as far as both went."""
+    n = min(len(run1.losses), len(run2.losses))
+    for s in range(n):
+        for name, one, two in (("A", run1.A_steps[s], run2.A_steps[s]), ("B", run1.B_steps[s], run2.B_steps[s])):
+            differ = np.argwhere(one != two)
+            if differ.size:
+                i, j = (int(k) for k in differ[0])
+                return f"run 1 vs run 2: first part at step {s}, {name}[{i}, {j}] {int(one[i, j])} vs {int(two[i, j])}"
+    return f"run 1 ran {len(run1.losses) - 1} steps, run 2 {len(run2.losses) - 1}"
 
 
 def validate(p: dict) -> None:
+    """lora's limits, and room for both runs' adapters at every step (L4 compares them step by step)."""
     validate_lora(p)
+    # both runs' adapters at every step, with room for one copy each (stacked; run 1's for its fingerprint)
+    kept = 2 * 2 * (p["steps"] + 1) * 2 * p["DM"] * p["R"]
+    require(8 * kept, f"lora-train at DM={p['DM']} R={p['R']} steps={p['steps']}")
 
 
 def run(ctx: RunContext) -> GateOutput:
@@ -182,7 +207,8 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
     (a1, b1), (a2, b2) = run1.adapter_digest(), run2.adapter_digest()
     same = (a1, b1) == (a2, b2)
     out.check(L4, same, f"A sha256 {a1[:16]}, B sha256 {b1[:16]} both runs" if same
-              else f"run 2 ended at A {a2[:16]} B {b2[:16]}, run 1 at A {a1[:16]} B {b1[:16]}")
+              else f"{where_runs_part(run1, run2)}; run 2 ended at A {a2[:16]} B {b2[:16]}, "
+                   f"run 1 at A {a1[:16]} B {b1[:16]}")
 
     trained = 2 * DM * R
     out.green = (f"NX-INTFP-LORA-TRAIN GREEN -- {steps} integer steps train ONLY A,B: loss falls every step, "
@@ -204,6 +230,13 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
     h = hashlib.sha256(" ".join(map(str, run1.losses)).encode())
     h.update(f"{a1}{b1}".encode())
     out.digest = h.hexdigest()
+    # what --baseline holds: every step's loss and adapter (a moved cell is named by its step, row and
+    # column), and the final gradcheck's worst errors
+    out.fingerprint_cells("losses", np.array(run1.losses, dtype=np.int64))
+    out.fingerprint_cells("A_steps", run1.A_steps)
+    out.fingerprint_cells("B_steps", run1.B_steps)
+    out.fingerprint("A_final_worst_permil", results[0].worst)
+    out.fingerprint("B_final_worst_permil", results[1].worst)
     return out
 
 

@@ -112,6 +112,7 @@ def run(ctx: RunContext) -> GateOutput:
         ok += v.passed
         out.check(f"op {case.name}", v.passed,
                   f"{v.n_pass}/{v.cells} cells (worst={v.worst}permil of max|grad|={v.maxabs:.6g})")
+        _pin(out, case.name, v)
         ctx.check_time()
 
     dims, B = Dims.of(p), p["B"]
@@ -141,7 +142,18 @@ def run(ctx: RunContext) -> GateOutput:
     out.metrics = {"ops_passed": ok, "ops": len(OPS), "mlp_cells": cells, "mlp_cells_passed": n_pass,
                    "mlp_worst_permil": worst}
     out.digest = f"{ok}:{n_pass}:{worst}"
+    out.fingerprint("mlp_cells", cells)
+    out.fingerprint("mlp_cells_passed", n_pass)
+    out.fingerprint("mlp_worst_permil", worst)
     return out
+
+
+def _pin(out: GateOutput, op: str, v: Verdict) -> None:
+    """An op's figures for ``--baseline``: cells checked and passed, the worst error and max|grad|."""
+    out.fingerprint(f"{op}_cells", v.cells)
+    out.fingerprint(f"{op}_cells_passed", v.n_pass)
+    out.fingerprint(f"{op}_worst_permil", v.worst)
+    out.fingerprint(f"{op}_max_abs_grad", v.maxabs)
 
 
 GATE = GateDef(

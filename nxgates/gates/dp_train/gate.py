@@ -68,7 +68,8 @@ def validate(p: dict) -> None:
     chunk = chunk_examples(NP, 1, B, remote=p["executor"] == "dask")
     # one job at a time: two chunks of rows, a row per round of the tree, weights, inputs and losses
     job = 2 * chunk * NP + (len(tree_levels(B)) + 1) * NP + 4 * NP + 2 * dims.n_w1 + B * (dims.D + dims.O + 1)
-    kept = 3 * p["steps"] * NP + (p["d4_examples"] % B) * NP  # every run's weights after every step; D4's rows
+    # every run's weights after every step, the serial run's twice more for its fingerprint; D4's rows
+    kept = 5 * p["steps"] * NP + (p["d4_examples"] % B) * NP
     arenas = (workers + 1) * (2 * dims.arena + dims.n_w1)
     nbytes = 4 * (job + kept + arenas) + 8 * 4 * NP
     require(nbytes, f"dp-train at D={p['D']} H={p['H']} O={p['O']} B={p['B']} steps={p['steps']}")
@@ -103,9 +104,9 @@ def run(ctx: RunContext) -> GateOutput:
         out.info(f" step {s}: mean loss={float(loss):.9g}")
     out.info(f" executor={executor} workers={par.workers} and {par2.workers}")
 
-    ok1, why1 = compare_runs(serial, par)
+    ok1, why1 = compare_runs(serial, par, dims)
     out.check(D1, ok1, why1)
-    ok2, why2 = compare_runs(par, par2)
+    ok2, why2 = compare_runs(par, par2, dims)
     out.check(D2, ok2, why2)
 
     falls = serial.diverged is None and serial.losses[-1] < serial.losses[0]
@@ -133,14 +134,26 @@ def run(ctx: RunContext) -> GateOutput:
         "parallel_d2_seconds": par2.seconds,
     }
     out.digest = hashlib.sha256(digest.encode() + b"".join(loss.tobytes() for loss in serial.losses)).hexdigest()
+    _pin(out, dims, serial, v)
     out.green = ("DP-TRAIN GREEN -- data-parallel SGD on the worker pool is bit-identical to serial SGD at every "
                  "step, across worker counts; the loss falls and the batch gradient is right.")
     out.red = "DP-TRAIN RED -- data-parallel training is not correct (see FAIL lines)"
     return out
 
 
-def compare_runs(reference: TrainingRun, other: TrainingRun) -> tuple[bool, str]:
-    """Every step's weights, raw float32 bits; a run that stopped early fails with its reason."""
+def _pin(out: GateOutput, dims: Dims, serial: TrainingRun, d4: Verdict) -> None:
+    """What ``--baseline`` holds: every step's mean loss and the weights after every step, W1 and W2 apart
+    (a moved cell is named by its step, row and column), and D4's worst error. Never timings or workers."""
+    out.fingerprint_cells("losses", np.array(serial.losses, dtype=np.float32))
+    weights = np.stack(serial.weights)
+    out.fingerprint_cells("W1_steps", weights[:, : dims.n_w1].reshape(-1, dims.H, dims.D))
+    out.fingerprint_cells("W2_steps", weights[:, dims.n_w1 :].reshape(-1, dims.O, dims.H))
+    out.fingerprint("d4_worst_permil", d4.worst)
+
+
+def compare_runs(reference: TrainingRun, other: TrainingRun, dims: Dims) -> tuple[bool, str]:
+    """Every step's weights, raw float32 bits; a run that stopped early fails with its reason. A difference
+    is reported where it starts (:func:`where_runs_part`), then as cells per step."""
     for run in (other, reference):
         if run.problem:
             return False, f"{run.label} run stopped: {run.problem}"
@@ -153,8 +166,33 @@ def compare_runs(reference: TrainingRun, other: TrainingRun) -> tuple[bool, str]
         if mism:
             bad.append(f"step {s}: {mism} cells")
     if bad:
-        return False, f"{reference.label} vs {other.label}: " + ", ".join(bad[:6])
+        return False, (f"{reference.label} vs {other.label}: {where_runs_part(reference, other, dims)}; "
+                       + ", ".join(bad[:6]))
     return True, f"{reference.label} vs {other.label}: {n} steps x {reference.weights[0].size} weights"
+
+
+def where_runs_part(reference: TrainingRun, other: TrainingRun, dims: Dims) -> str:
+    """The first step whose weights differ in their float32 bits, and the first cell there (W1 before W2,
+    row-major), with both values as float32 reprs and bits."""
+    for s, (one, two) in enumerate(zip(reference.weights, other.weights, strict=False)):
+        differ = np.flatnonzero(one.view(np.uint32) != two.view(np.uint32))
+        if differ.size:
+            k = int(differ[0])
+            return f"first part at step {s}, {cell_name(dims, k)} {_bits(one[k])} vs {_bits(two[k])}"
+    return "no step differs"
+
+
+def cell_name(dims: Dims, k: int) -> str:
+    """Flat weight ``k`` as its tensor and cell: ``W1[row, column]`` (H x D) or ``W2[row, column]`` (O x H)."""
+    if k < dims.n_w1:
+        return f"W1[{k // dims.D}, {k % dims.D}]"
+    return f"W2[{(k - dims.n_w1) // dims.H}, {(k - dims.n_w1) % dims.H}]"
+
+
+def _bits(value: np.float32) -> str:
+    """A float32 as its shortest repr and its raw bits, e.g. ``0.1 (0x3dcccccd)``."""
+    value = np.float32(value)
+    return f"{value!s} (0x{int(value.view(np.uint32)):08x})"
 
 
 def check_d4(dims: Dims, serial: TrainingRun, k: int, step: float, tol: int) -> Verdict:

@@ -155,7 +155,19 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
             "numeric": g.numeric.tolist(),
         }
     out.digest = partial(_digest, f.loss, results)  # hashed only if read (--repeat)
+    _pin(out, f.loss, results, DM, R)
     return out
+
+
+def _pin(out: GateOutput, loss: int, results: list[Gradcheck], DM: int, R: int) -> None:
+    """The figures ``--baseline`` holds: the loss, and per tensor every cell's integers (shaped as the
+    tensor, so a moved cell is named by its row and column) with the worst error and max|grad|."""
+    out.fingerprint("loss_q", loss)
+    for key, g, shape in zip(("A", "B"), results, ((DM, R), (R, DM)), strict=True):
+        out.fingerprint_cells(f"{key}_analytic", g.analytic.reshape(shape))
+        out.fingerprint_cells(f"{key}_numeric", g.numeric.reshape(shape))
+        out.fingerprint(f"{key}_worst_permil", g.worst)
+        out.fingerprint(f"{key}_max_abs_grad", g.maxabs)
 
 
 def _cell_lines(g: Gradcheck) -> Iterator[str]:

@@ -178,6 +178,11 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
         out.metrics.update(scheduler=pool.scheduler, cluster_start_seconds=pool.start_seconds,
                            rows="shared memory" if job.rows_shared else "returned")
     out.digest = digest
+    # what --baseline holds: the gradients' digest and the counts that depend on the numbers alone (never
+    # timings, workers or tasks, which vary from run to run)
+    out.fingerprint("grads_sha256", digest)
+    for name in ("nonzero_cells", "total_cells", "bit_mismatches", "rerun_bit_mismatches"):
+        out.fingerprint(name, out.metrics[name])
     out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
                  "per-example gradients bit-identical to serial.")
     out.red = "TA-PARALLEL-GRAD RED -- parallel training not correct (see mismatches)"
