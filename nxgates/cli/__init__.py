@@ -20,6 +20,7 @@ COMMANDS = {
     "run": "nxgates.cli.run:run_cmd",
     "selftest": "nxgates.cli.selftest:selftest_cmd",
     "crosscheck": "nxgates.cli.crosscheck:crosscheck_cmd",
+    "export": "nxgates.cli.export:export_cmd",
 }
 
 

@@ -19,7 +19,8 @@ from nxgates.cli.options import (
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, ConfigError
 
 #: the options only some gates take, as (run_cmd's parameter, the flag a user typed)
-GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"), ("scheduler", "--scheduler"))
+GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"), ("scheduler", "--scheduler"),
+                ("inputs", "--inputs"))
 
 
 @click.command("run")
@@ -50,11 +51,17 @@ GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-gra
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
 @click.option("--compare-grads", cls=OnceOption, default=None, metavar="PATH",
               help="parallel-grad: add check T4, gradients bit-identical to a saved .npy.")
+@click.option("--reduction", cls=OnceOption, default=None, metavar="ORDER",
+              help="Shorthand for --set reduction=ORDER (f32 gates: tree|sequential).")
+@click.option("--inputs", cls=OnceOption, default=None, metavar="PATH",
+              help="Run one gate on these tensors: an .npz as `nxgates export` writes, or a directory of raw "
+                   "little-endian NAME.bin dumps (sizes from the parameters).")
 @debug_option
 def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
             timeout: float | None, fault: str | None, executor: str | None, scheduler: str | None,
-            save_grads: str | None, compare_grads: str | None, debug: bool) -> int:
+            save_grads: str | None, compare_grads: str | None, debug: bool, reduction: str | None = None,
+            inputs: str | None = None) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates import registry
     from nxgates.cli.exits import stop_reason
@@ -69,8 +76,15 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     entries = reg.select(gates)
     if executor is not None:
         sets = (*sets, f"executor={executor}")
+    if reduction is not None:
+        sets = (*sets, f"reduction={reduction}")
     params = registry.effective_params(entries, preset, sets)
-    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler}
+    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler,
+                               "inputs": None}
+    if inputs is not None:
+        from nxgates.core.tensors.load import inputs_for_run
+
+        params, options["inputs"] = inputs_for_run(entries, params, sets, inputs)
     for opt, flag in GATE_OPTIONS:
         if options[opt] is not None and not any(opt in e.gate.options for e in entries):
             raise ConfigError(f"{flag} applies to none of: {', '.join(e.name for e in entries)}")
@@ -81,7 +95,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
                 raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
     refuse_two_on_stdout(json_path, junit_path)
     distinct_files({"--json": json_path, "--junit": junit_path, "--save-grads": save_grads,
-                    "--compare-grads": compare_grads})
+                    "--compare-grads": compare_grads, "--inputs": inputs})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
     files.check_writable(save_grads, "--save-grads")

@@ -45,6 +45,20 @@ def tree_sum(buf: np.ndarray, axis: int) -> np.ndarray:
     return v[..., 0]
 
 
+def sequential_sum(buf: np.ndarray, axis: int) -> np.ndarray:
+    """Sum ``buf`` along ``axis`` left to right as a plain loop does (``acc = +0.0f; acc = acc + p[i]``, each
+    addition rounded to float32), in place (``buf`` is destroyed); returns a view.
+
+    ``np.add.accumulate`` is a strictly sequential float32 loop; adding +0.0 at the end gives what the loop's
+    +0.0 start gives (the two differ only on an all -0.0 sum, which the loop makes +0.0).
+    """
+    v = np.moveaxis(buf, axis, -1)
+    np.add.accumulate(v, axis=-1, out=v)
+    last = v[..., -1]
+    last += F32(0)
+    return last
+
+
 class ArenaFull(RuntimeError):
     """The tape ran out of its preallocated arena (its capacity was planned too small)."""
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nxgates.core import lora, q20
+from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
@@ -112,7 +113,8 @@ def train(T: int, DM: int, R: int, steps: int, lr_q: int, ctx: RunContext, fault
     """Up to ``steps`` updates from the seed's initial weights, stopping at the first loss that does not
     fall (L1 has failed; going on would only run a rising loss into the int64 guard). ``carried`` is the
     carry-state fault's memory."""
-    m = lora.init_model(T, DM, R)
+    given = ctx.options.get("inputs")
+    m = lora_model(given) if given is not None else lora.init_model(T, DM, R)
     if carried:  # the planted defect: resume the adapter an earlier run left behind
         m.A, m.B = carried["A"].copy(), carried["B"].copy()
     w_init = m.W.copy()
@@ -213,4 +215,6 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
+    options=("inputs",),
+    inputs=LORA_INPUTS,
 )

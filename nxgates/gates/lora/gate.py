@@ -18,6 +18,7 @@ from nxgates.core import q20
 from nxgates.core.cpus import EXECUTORS, AutoExecutor, choose_executor
 from nxgates.core.lora import Forward, backward, forward, init_model
 from nxgates.core.q20 import S, tdiv
+from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
 from nxgates.gates.lora.gradcheck import Gradcheck
@@ -88,7 +89,8 @@ def run(ctx: RunContext) -> GateOutput:
 
 def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> GateOutput:
     out = GateOutput()
-    m = init_model(T, DM, R)
+    given = ctx.options.get("inputs")
+    m = lora_model(given) if given is not None else init_model(T, DM, R)
     w_before = m.W.copy()
     f = forward(m)
     dA, dB = planted_gradients(ctx.fault, f, *backward(m, f))
@@ -186,6 +188,7 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("scheduler",),
+    options=("scheduler", "inputs"),
     seed_log=_seed_log,
+    inputs=LORA_INPUTS,
 )

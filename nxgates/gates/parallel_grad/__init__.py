@@ -18,6 +18,7 @@ first pass's row against the serial row, their own row against the first pass's,
 rows no task compared (a lost task, rows returned by a remote worker) are compared by the gate.
 """
 
+from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.gatekit import GateDef, SeedLog
 from nxgates.gates.parallel_grad.checks import CHECKS, T1, T2, T3, T4
 from nxgates.gates.parallel_grad.faults import FAULTS
@@ -37,9 +38,10 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("save_grads", "compare_grads", "scheduler"),
+    options=("save_grads", "compare_grads", "scheduler", "inputs"),
     selftest_variants=selftest_variants,
     seed_log=_seed_log,
+    inputs=MLP_INPUTS,
 )
 
 __all__ = ["AUTO_EXECUTOR", "FAULTS", "GATE", "PARAMS", "T1", "T2", "T3", "T4",

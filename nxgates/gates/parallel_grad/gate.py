@@ -9,7 +9,7 @@ from nxgates.core.bits import BitComparison
 from nxgates.core.chunks import chunk_examples
 from nxgates.core.gradfiles import GradReader, GradWriter
 from nxgates.core.memory import fmt_bytes, require
-from nxgates.core.mlp import Dims, init_examples, init_weights, mlp_params
+from nxgates.core.mlp import REDUCTION_PARAM, Dims, MlpInputs, init_examples, init_weights, mlp_params, reduction_of
 from nxgates.core.pool import (
     EXECUTORS,
     AutoExecutor,
@@ -39,6 +39,7 @@ PARAMS = {
     "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), dask (a LocalCluster, or "
                             "--scheduler ADDRESS), or auto (process from "
                             f"NP >= {AUTO_EXECUTOR.process_from} up, where it pays)", ("auto", *EXECUTORS)),
+    "reduction": REDUCTION_PARAM,
 }
 
 
@@ -96,15 +97,16 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
     outputs = [rows_array((chunk, NP)), rows_array((chunk, NP)) if pool.remote else None]
     job = GradJob(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
               pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers,
-              inputs_by_index=pool.remote)
+              inputs_by_index=pool.remote, reduce=reduction_of(ctx.params), given=MlpInputs.of(ctx.options))
     if not pool.remote:  # the workers count their rows' differences from the serial rows (see run_task); a
         # dask cluster's copy of the job has no serial rows: its rows are compared by the fold
         job.serial, job.counted = pool.array((2, chunk, NP)), pool.array((2, chunk), np.int64)
-    job.w[...] = init_weights(dims)
+    job.w[...] = init_weights(dims, job.given)
     job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
     if ctx.fault == "shared-arena":
         plant_shared_arena(job, pool, host, chunk)
-    job.x[...], job.t[...] = init_examples(dims, 0, chunk)  # the first chunk's (a cluster's tasks make their own)
+    # the first chunk's (a cluster's tasks make their own)
+    job.x[...], job.t[...] = init_examples(dims, 0, chunk, job.given)
     handle = pool.share(job)
     out.info(f"nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the {pool.kind} pool;"
              " per-example grads bit-identical to serial)")
