@@ -148,8 +148,6 @@ def _names_match(where: str, spec: InputSpec, found: set[str], form: str) -> Non
 def _check_declared(where: str, declared: InputArray, dtype: np.dtype, rank: int) -> None:
     """The element type (either byte order) and the rank the gate declares."""
     want = np.dtype(INPUT_DTYPES[declared.dtype])
-    if dtype.hasobject:
-        raise ConfigError(f"{where}: an object array (refused: nothing is unpickled); expected {want}")
     if dtype.newbyteorder("=") != want.newbyteorder("=") or dtype.fields is not None:
         what = "Q20 int64" if declared.dtype == "q20" else str(want)
         raise ConfigError(f"{where}: dtype {dtype}, expected {what}")
@@ -173,7 +171,9 @@ def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> Header:
     except ConfigError:
         raise
     except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, SyntaxError, TypeError) as exc:
-        raise ConfigError(f"{where}: not a readable .npy member ({exc})") from None
+        raise ConfigError(f"{where}: corrupt member, or not an .npy one ({exc})") from None
+    if dtype.hasobject:
+        raise ConfigError(f"{where}: an object array (refused: nothing is unpickled)")
     nbytes = math.prod(shape) * dtype.itemsize
     if info.file_size != offset + nbytes:
         raise ConfigError(f"{where}: truncated or corrupt: the header declares {dtype} of shape {shape} "
