@@ -20,7 +20,7 @@ from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, ConfigError
 
 #: the options only some gates take, as (run_cmd's parameter, the flag a user typed)
 GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"), ("scheduler", "--scheduler"),
-                ("inputs", "--inputs"))
+                ("inputs", "--inputs"), ("ulp", "--ulp"))
 
 
 @click.command("run")
@@ -56,12 +56,14 @@ GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-gra
 @click.option("--inputs", cls=OnceOption, default=None, metavar="PATH",
               help="Run one gate on these tensors: an .npz as `nxgates export` writes, or a directory of raw "
                    "little-endian NAME.bin dumps (sizes from the parameters).")
+@click.option("--ulp", cls=OnceOption, type=click.IntRange(min=0), default=None, metavar="N",
+              help="parallel-grad: --compare-grads passes within N ULPs per cell (default 0: bit-identical).")
 @debug_option
 def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
             timeout: float | None, fault: str | None, executor: str | None, scheduler: str | None,
             save_grads: str | None, compare_grads: str | None, debug: bool, reduction: str | None = None,
-            inputs: str | None = None) -> int:
+            inputs: str | None = None, ulp: int | None = None) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates import registry
     from nxgates.cli.exits import stop_reason
@@ -80,7 +82,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         sets = (*sets, f"reduction={reduction}")
     params = registry.effective_params(entries, preset, sets)
     options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler,
-                               "inputs": None}
+                               "inputs": None, "ulp": ulp}
     if inputs is not None:
         from nxgates.core.tensors.load import inputs_for_run
 

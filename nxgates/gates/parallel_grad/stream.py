@@ -197,6 +197,8 @@ def fold_chunk(tally: Tally, first: int, rows: np.ndarray, job: GradJob, compare
     n = rows.shape[0]
     if compare is not None:
         compare.read(first, saved[:n])
+        if compare.report is not None:
+            compare.report.add(first, rows, saved[:n])
     counted = None if job.counted is None else job.counted[:, :n]
     rerun = None if job.outputs[1] is None else job.outputs[1][:n]
     tally.fold(first, rows, job.outputs[0][:n], rerun, None if saved is None else saved[:n], counted)
