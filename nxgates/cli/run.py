@@ -50,7 +50,9 @@ GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-gra
 @click.option("--save-grads", cls=OnceOption, default=None, metavar="PATH",
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
 @click.option("--compare-grads", cls=OnceOption, default=None, metavar="PATH",
-              help="parallel-grad: add check T4, gradients bit-identical to a saved .npy.")
+              help="parallel-grad: add check T4, gradients bit-identical to a saved .npy (or a raw float32 "
+                   ".bin, B x NP); lora, lora-train: dA, dB equal to these (.npz, or a directory of raw int64 "
+                   ".bin).")
 @click.option("--reduction", cls=OnceOption, default=None, metavar="ORDER",
               help="Shorthand for --set reduction=ORDER (f32 gates: tree|sequential).")
 @click.option("--inputs", cls=OnceOption, default=None, metavar="PATH",

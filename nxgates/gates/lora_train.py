@@ -11,6 +11,8 @@ from the same step's gradients, with C's truncating division: ``A[i] = A[i] - (l
 * L3 at the final weights, the gradients the training loop hands to its update pass the lora gate's
   gradcheck (its rules, fast path) for A and B.
 * L4 a second training run from scratch ends with the same adapter digest.
+* L5 (with ``--compare-grads``) another implementation's gradients at the final weights, ``dA`` and ``dB``,
+  equal the ones L3 checked, integer for integer.
 
 An intermediate that would leave int64's safe range stops the run (exit 2), never a wrapped number.
 """
@@ -23,11 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from nxgates.core import lora, q20
-from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model
+from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
 from nxgates.gates.lora.gate import PARAMS as LORA_PARAMS
+from nxgates.gates.lora.gate import judge_foreign
 from nxgates.gates.lora.gate import validate as validate_lora
 from nxgates.gates.lora.gradcheck import gradcheck_adapter
 
@@ -45,6 +48,7 @@ L1 = "L1 loss_q strictly decreases at every step"
 L2 = "L2 base W bit-identical after training"
 L3 = "L3 gradcheck of A and B at the final weights"
 L4 = "L4 second run from scratch: same adapter digest"
+L5 = "L5 final dA, dB EXACT vs the given file"
 
 FAULTS = {
     "train-base": Fault("the update moves the frozen base W too (by its own gradient)", (L2,)),
@@ -155,6 +159,8 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
     out = GateOutput()
     out.info(f"=== nx_intfp_lora_train: train ONLY the LoRA adapter (rank {R}) in Q20 INTEGER, no float: "
              f"{steps} steps of A -= (lr_q * dA) / S, lr_q={lr_q} ===")
+    foreign = ctx.options.get("compare_grads")
+    theirs = read_foreign_grads(foreign, p) if foreign is not None else None
     carried = {} if ctx.fault == "carry-state" else None
     run1 = train(T, DM, R, steps, lr_q, ctx, ctx.fault, carried)
     for s, loss in enumerate(run1.losses):
@@ -203,6 +209,9 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
     if trained <= LIST_CELLS:
         out.metrics["A"] = [int(v) for v in m.A.reshape(-1)]
         out.metrics["B"] = [int(v) for v in m.B.reshape(-1)]
+    if theirs is not None:
+        ours = {"dA": run1.dA, "dB": run1.dB}
+        out.metrics["compare_grads"] = judge_foreign(out, L5, ours, theirs, foreign)
     h = hashlib.sha256(" ".join(map(str, run1.losses)).encode())
     h.update(f"{a1}{b1}".encode())
     out.digest = h.hexdigest()
@@ -211,10 +220,10 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
 
 GATE = GateDef(
     params=PARAMS,
-    checks=(L1, L2, L3, L4),
+    checks=(L1, L2, L3, L4, L5),
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("inputs",),
+    options=("inputs", "compare_grads"),
     inputs=LORA_INPUTS,
 )

@@ -42,3 +42,37 @@ LORA_INPUTS = InputSpec(
     make=_lora_arrays,
     admit=_admit_lora,
 )
+
+
+def _lora_grads(params: dict[str, ParamValue]) -> dict[str, Any]:
+    m = lora.init_model(int(params["T"]), int(params["DM"]), int(params["R"]))
+    dA, dB = lora.backward(m, lora.forward(m))
+    return {"dA": dA, "dB": dB}
+
+
+#: the adapter's gradients, as another implementation dumps them for ``--compare-grads`` (Q20 int64)
+LORA_GRADS = InputSpec(
+    arrays=(
+        InputArray("dA", "q20", ("DM", "R"), "gradient of A"),
+        InputArray("dB", "q20", ("R", "DM"), "gradient of B"),
+    ),
+    make=_lora_grads,
+)
+
+
+def read_foreign_grads(path: str, params: dict[str, ParamValue]) -> dict[str, Any]:
+    """Another implementation's ``dA``, ``dB``: an ``.npz`` or a directory of raw ``dA.bin``, ``dB.bin``, in
+    the shapes of this run (a usage error otherwise)."""
+    import os
+
+    from nxgates.core.tensors.read import read_npz, read_raw_dir
+
+    if os.path.isdir(path):
+        return read_raw_dir(path, LORA_GRADS, params, "--compare-grads")
+    arrays, _meta = read_npz(path, LORA_GRADS, "--compare-grads")
+    for a in LORA_GRADS.arrays:
+        want = a.shape(params)
+        if arrays[a.name].shape != want:
+            raise ConfigError(f"--compare-grads {path}: array {a.name}: shape {arrays[a.name].shape}, expected "
+                              f"{want} at DM={params['DM']} R={params['R']}")
+    return arrays

@@ -39,11 +39,11 @@ class Header(NamedTuple):
     nbytes: int
 
 
-def read_npz(path: str, spec: InputSpec) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def read_npz(path: str, spec: InputSpec, flag: str = "--inputs") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The spec's arrays from an ``.npz`` (dtype and rank checked, converted to native C order), and its
-    metadata (empty when the archive has none)."""
-    where = f"--inputs {path}"
-    regular_file(path, "--inputs")
+    metadata (empty when the archive has none). ``flag``: the option that named the file, for messages."""
+    where = f"{flag} {path}"
+    regular_file(path, flag)
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
@@ -71,9 +71,10 @@ def read_npz(path: str, spec: InputSpec) -> tuple[dict[str, np.ndarray], dict[st
     return {a.name: arrays[a.name] for a in spec.arrays}, meta
 
 
-def read_raw_dir(path: str, spec: InputSpec, params: dict[str, ParamValue]) -> dict[str, np.ndarray]:
+def read_raw_dir(path: str, spec: InputSpec, params: dict[str, ParamValue], flag: str = "--inputs"
+                 ) -> dict[str, np.ndarray]:
     """The spec's arrays from ``path/NAME.bin`` raw little-endian dumps, in the shapes the parameters give."""
-    where = f"--inputs {path}"
+    where = f"{flag} {path}"
     try:
         found = {f[:-4] for f in os.listdir(path) if f.endswith(".bin")}
     except OSError as exc:

@@ -18,7 +18,7 @@ from nxgates.core import q20
 from nxgates.core.cpus import EXECUTORS, AutoExecutor, choose_executor
 from nxgates.core.lora import Forward, backward, forward, init_model
 from nxgates.core.q20 import S, tdiv
-from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model
+from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
 from nxgates.gates.lora.gradcheck import Gradcheck
@@ -45,6 +45,7 @@ PARAMS = {
 CHECK_A = "gradcheck A (lora)"
 CHECK_B = "gradcheck B (lora)"
 CHECK_FROZEN = "base W frozen"
+CHECK_FOREIGN = "dA, dB EXACT vs the given file"
 
 FAULTS = {
     "grad-bug": Fault("the analytic gradient of one cell of A is off by 10% of max|grad| (above the tolerance)",
@@ -89,6 +90,8 @@ def run(ctx: RunContext) -> GateOutput:
 
 def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> GateOutput:
     out = GateOutput()
+    foreign = ctx.options.get("compare_grads")
+    theirs = read_foreign_grads(foreign, ctx.params) if foreign is not None else None
     given = ctx.options.get("inputs")
     m = lora_model(given) if given is not None else init_model(T, DM, R)
     w_before = m.W.copy()
@@ -156,8 +159,25 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
             "analytic": g.analytic.tolist(),  # Python ints
             "numeric": g.numeric.tolist(),
         }
+    if theirs is not None:
+        out.metrics["compare_grads"] = judge_foreign(out, CHECK_FOREIGN, {"dA": dA, "dB": dB}, theirs, foreign)
     out.digest = partial(_digest, f.loss, results)  # hashed only if read (--repeat)
     return out
+
+
+def judge_foreign(out: GateOutput, check: str, ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+                  path: str) -> dict:
+    """Another implementation's gradients against ours, exactly; where they differ, the report says where.
+    Returns the report's metrics."""
+    from nxgates.core.tensors.exact import ExactReport
+
+    report = ExactReport.of(ours, theirs)
+    n = report.total_differing
+    for line in report.lines() if n else ():
+        out.detail(line)
+    total = sum(report.cells.values())
+    out.check(check, n == 0, f"{n} of {total} cells differ from {path}" if n else f"{total} cells equal {path}")
+    return report.metrics()
 
 
 def _cell_lines(g: Gradcheck) -> Iterator[str]:
@@ -184,11 +204,11 @@ def _seed_log() -> SeedLog:
 
 GATE = GateDef(
     params=PARAMS,
-    checks=(CHECK_A, CHECK_B, CHECK_FROZEN),
+    checks=(CHECK_A, CHECK_B, CHECK_FROZEN, CHECK_FOREIGN),
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("scheduler", "inputs"),
+    options=("scheduler", "inputs", "compare_grads"),
     seed_log=_seed_log,
     inputs=LORA_INPUTS,
 )
