@@ -17,9 +17,12 @@ from nxgates.errors import ConfigError
 @click.option("--out", "out", cls=OnceOption, default=None, metavar="FILE.npz",
               help="Where to write the arrays (an .npz; no pickle inside).")
 def export_cmd(gate: str, preset: str | None, sets: tuple[str, ...], config: str | None, out: str | None) -> None:
-    """Write GATE's input arrays at its parameters to an .npz: lora and lora-train x, W, A, B (int64 Q20);
-    parallel-grad, ta-gradcheck and dp-train W1, W2, X, T (float32). The gate, its parameters and the
-    format version are stored beside them as JSON."""
+    """Write GATE's input tensors to an .npz, for another implementation to read.
+
+    lora and lora-train: x, W, A, B (int64 Q20); parallel-grad, ta-gradcheck and dp-train: W1, W2, X, T
+    (float32), at the gate's parameters. The gate, its parameters and the format version are stored beside
+    them as JSON. `nxgates run GATE --inputs FILE.npz` takes them back.
+    """
     from nxgates import registry
     from nxgates.core.tensors.write import export_arrays, write_npz
     from nxgates.reporting.files import check_writable

@@ -28,11 +28,13 @@ def bits(a):
     return np.asarray(a, F32).view(np.uint32)
 
 
-@pytest.mark.parametrize("shape, axis", [((13,), 0), ((5, 7), 1), ((7, 5), 0), ((3, 9, 4), 1), ((2, 3, 1), 2)])
+@pytest.mark.parametrize("shape, axis", [((13,), 0), ((5, 7), 1), ((7, 5), 0), ((3, 9, 4), 1), ((2, 3, 1), 2),
+                                         ((37, 70), 0), ((4, 70, 17), 2), ((3, 11, 64), 1)])
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_each_reduction_is_its_scalar_loop(shape, axis, order):
     rng = np.random.default_rng(len(shape) * 10 + axis)
     buf = (rng.standard_normal(shape) * np.exp2(rng.integers(-20, 20, shape))).astype(F32)
+    np.moveaxis(buf, axis, -1)[..., :1] = -0.0  # every sum starts with a signed zero
     expected = np.apply_along_axis(lambda v: reduce_scalars(list(v), order), axis, buf)
     got = ORDERS[order](buf.copy(), axis)
     assert np.array_equal(bits(got), bits(expected))
@@ -48,6 +50,13 @@ def test_each_reduction_is_its_scalar_loop(shape, axis, order):
 def test_sequential_sum_of_signed_zeros_is_the_loops(values, expected):
     got = sequential_sum(np.array(values, F32), 0)
     assert bits(got) == bits(F32(expected)) == bits(reduce_scalars([F32(v) for v in values], "sequential"))
+
+
+@pytest.mark.parametrize("shape, axis", [((5, 3), 0), ((5, 70), 0), ((2, 9, 40), 1)])
+def test_sums_of_negative_zeros_only_are_positive_zeros_many_or_few_at_once(shape, axis):
+    got = sequential_sum(np.full(shape, -0.0, F32), axis)
+    assert got.shape == tuple(n for k, n in enumerate(shape) if k != axis)
+    assert not np.signbit(got).any()
 
 
 def test_the_orders_differ_where_rounding_does():
