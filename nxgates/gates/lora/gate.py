@@ -2,6 +2,8 @@
 
 The model is core's (:mod:`nxgates.core.lora`) and knows no faults: this gate plants them on what core
 computes (:func:`planted_gradients`), so the faulty numbers come from the correct ones by one named edit.
+``--inputs`` gives the model's tensors instead of the seed's formulas; ``--compare-grads`` adds a check that
+another implementation's ``dA``, ``dB`` equal the gate's, integer for integer.
 """
 
 from __future__ import annotations

@@ -9,7 +9,11 @@ flipped bit.
   (more non-zero cells than one example has).
 * T2 the pool completed all B tasks *and* they ran on more than one distinct worker.
 * T3 a parallel re-run on the same arenas is bit-identical.
-* T4 (with ``--compare-grads``) bit-identical to a saved ``.npy``: reproducibility across machines.
+* T4 (with ``--compare-grads``) bit-identical to a saved ``.npy`` or another implementation's raw ``.bin``
+  (``--ulp N``: within N ULPs); where they differ, a report per tensor, in ULPs (:mod:`nxgates.core.tensors.ulp`).
+
+``reduction`` chooses the order of every sum (``tree``, or ``sequential`` as a plain loop sums); ``--inputs``
+runs on given weights and batch instead of the seed's formulas.
 
 Arenas are per worker (reset per example), and the batch streams through in chunks of a few examples per
 worker (serial rows, parallel pass, re-run, compare, fold into the counts and one sha256 in example order),
