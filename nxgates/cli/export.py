@@ -29,10 +29,10 @@ def export_cmd(gate: str, preset: str | None, sets: tuple[str, ...], config: str
 
     if not out or out == "-":
         raise ConfigError("export needs --out FILE.npz (a file: the archive is binary)")
+    from nxgates.core.tensors.load import input_spec
+
     entry = load_registry(config).resolve(gate)
-    spec = entry.gate.inputs
-    if spec is None:
-        raise ConfigError(f"gate {entry.name!r} declares no input tensors to export")
+    spec = input_spec(entry, "export")
     params = registry.effective_params([entry], preset, sets)[entry.name]
     check_writable(out, "--out")
     arrays = export_arrays(spec, params)

@@ -72,3 +72,10 @@ def test_a_gate_without_inputs_says_so():
     entry = GateEntry.of("plain", GateDef(params={}, checks=("x",), run=run), {})
     with pytest.raises(ConfigError, match="gate 'plain' declares no input tensors"):
         inputs_for_run([entry], {"plain": {}}, (), "x.npz")
+
+
+@pytest.mark.parametrize("inputs", [{"a": "q20"}, InputSpec((InputArray("a", "float64", ("N",)),), make=dict)])
+def test_a_malformed_declaration_is_a_usage_error(inputs):
+    entry = GateEntry.of("odd", GateDef(params={}, checks=("x",), run=run, inputs=inputs), {})
+    with pytest.raises(ConfigError, match="gate 'odd': GateDef.inputs must be an InputSpec of InputArrays"):
+        inputs_for_run([entry], {"odd": {}}, (), "x.npz")

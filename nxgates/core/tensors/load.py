@@ -13,9 +13,22 @@ import numpy as np
 
 from nxgates.core.tensors.read import check_finite, read_npz, read_raw_dir, sizes_of
 from nxgates.errors import ConfigError
-from nxgates.gatekit import ParamValue
+from nxgates.gatekit import INPUT_DTYPES, InputArray, InputSpec, ParamValue
 from nxgates.registry import GateEntry
 from nxgates.registry.params import parse_sets
+
+
+def input_spec(entry: GateEntry, flag: str) -> InputSpec:
+    """The gate's declared inputs; a gate without them, or with a malformed declaration (a plugin's), is a
+    usage error naming the gate."""
+    spec = entry.gate.inputs
+    if spec is None:
+        raise ConfigError(f"{flag}: gate {entry.name!r} declares no input tensors")
+    if not isinstance(spec, InputSpec) or not spec.arrays or not all(
+            isinstance(a, InputArray) and a.dtype in INPUT_DTYPES for a in spec.arrays):
+        raise ConfigError(f"{flag}: gate {entry.name!r}: GateDef.inputs must be an InputSpec of InputArrays "
+                          f"with dtypes {', '.join(INPUT_DTYPES)}")
+    return spec
 
 
 def inputs_for_run(entries: list[GateEntry], params: dict[str, dict[str, ParamValue]], sets: tuple[str, ...],
@@ -24,9 +37,7 @@ def inputs_for_run(entries: list[GateEntry], params: dict[str, dict[str, ParamVa
     if len(entries) != 1:
         raise ConfigError(f"--inputs takes the tensors of one gate, not {len(entries)}")
     entry = entries[0]
-    spec = entry.gate.inputs
-    if spec is None:
-        raise ConfigError(f"--inputs: gate {entry.name!r} declares no input tensors")
+    spec = input_spec(entry, "--inputs")
     where = f"--inputs {path}"
     p = dict(params[entry.name])
     if os.path.isdir(path):
