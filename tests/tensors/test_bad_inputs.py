@@ -10,6 +10,7 @@ import pytest
 from nxgates.core import memory
 from nxgates.core.tensors import read
 from nxgates.core.tensors.lora_spec import LORA_INPUTS
+from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.errors import ResourceError
 from tests.helpers import assert_usage_error, run_in_process
 
@@ -246,3 +247,31 @@ def test_inputs_take_one_gate(tmp_path, q20):
     np.savez(tmp_path / "in.npz", **q20)
     r = run_in_process("run", "lora", "lora-train", "--inputs", "in.npz", cwd=tmp_path)
     assert_usage_error(r, "--inputs takes the tensors of one gate, not 2")
+
+
+def test_a_member_that_is_not_an_npy(tmp_path, mlp):
+    np.savez(tmp_path / "bad.npz", **mlp)
+    with zipfile.ZipFile(tmp_path / "bad.npz", "a") as zf:
+        zf.writestr("README.txt", "not an array")
+    r = run_in_process("run", "parallel-grad", "--inputs", "bad.npz", cwd=tmp_path)
+    assert_usage_error(r, "unexpected member 'README.txt'")
+
+
+def test_a_member_with_a_garbage_header(tmp_path, mlp):
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as zf:
+        for k, v in mlp.items():
+            with zf.open(f"{k}.npy", "w") as fh:
+                if k == "W2":
+                    fh.write(b"\x93NUMPY\x01\x00\x10\x00{'descr': <f4 }\n")
+                else:
+                    np.lib.format.write_array(fh, v)
+    r = run_in_process("run", "parallel-grad", "--inputs", "bad.npz", cwd=tmp_path)
+    assert_usage_error(r, "array W2: corrupt member, or not an .npy one")
+
+
+def test_raw_dumps_beyond_the_budget_are_refused_before_reading(tmp_path, monkeypatch, mlp):
+    d = raw_dir(tmp_path, mlp)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1024)
+    monkeypatch.setattr(np, "fromfile", lambda *a, **k: pytest.fail("read before the budget was checked"))
+    with pytest.raises(ResourceError, match="raw: its arrays needs about"):
+        read.read_raw_dir(str(d), MLP_INPUTS, {"D": 8, "H": 16, "O": 4, "B": 8})
