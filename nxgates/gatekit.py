@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 
 from nxgates.errors import ConfigError, GateTimeout
 
-__all__ = ["ChoiceParam", "ConfigError", "Fault", "Figure", "GateDef", "GateOutput", "IntParam", "LineSpec",
-           "ParsedLog", "RunContext", "SeedLog", "SourceConst"]
+__all__ = ["ChoiceParam", "ConfigError", "Fault", "Figure", "GateDef", "GateOutput", "InputArray", "InputSpec",
+           "IntParam", "LineSpec", "ParsedLog", "RunContext", "SeedLog", "SourceConst"]
 
 ParamValue = int | str
 _INT = r"[+-]?[0-9]{1,30}"  #: compiled on first use (re caches it): only --set values need it
@@ -370,9 +370,47 @@ class GateDef:
     selftest_variants: Callable[[], tuple[Variant, ...]] = lambda: ()
     #: the seed program's log format, for ``nxgates crosscheck``; a function, so a run never imports it
     seed_log: Callable[[], SeedLog] | None = None
+    #: the tensors a run computes from, for ``nxgates export`` and ``nxgates run --inputs`` (a gate that
+    #: declares them also lists "inputs" in ``options``, and reads them from ``ctx.options["inputs"]``)
+    inputs: InputSpec | None = None
 
 
 class _PendingCells(NamedTuple):
     """An array figure whose digest is made only when the fingerprints are read."""
 
     array: Any
+
+
+# ---- a gate's input tensors, for ``nxgates export`` and ``nxgates run --inputs`` -------------------------
+
+#: the element types an input array may have: Q20 fixed point in int64, or float32
+INPUT_DTYPES = {"q20": "int64", "float32": "float32"}
+
+
+class InputArray(NamedTuple):
+    """One named input tensor. ``axes`` gives its shape: each axis a parameter's name (the array's size
+    along it sets that parameter, e.g. ``("B", "D")``) or a fixed length."""
+
+    name: str
+    dtype: str  #: a key of :data:`INPUT_DTYPES`
+    axes: tuple[str | int, ...]
+    doc: str = ""
+
+    def shape(self, params: dict[str, ParamValue]) -> tuple[int, ...]:
+        """The shape the parameters give (a raw ``NAME.bin`` is read in it)."""
+        return tuple(int(params[a]) if isinstance(a, str) else a for a in self.axes)
+
+
+class InputSpec(NamedTuple):
+    """The arrays a gate computes from. ``make`` gives them at given parameters (what ``nxgates export``
+    writes); ``admit`` refuses values the gate's arithmetic cannot take (raises :class:`ConfigError` naming
+    the array), beyond the dtype, shape and finiteness checks every input gets."""
+
+    arrays: tuple[InputArray, ...]
+    make: Callable[[dict[str, ParamValue]], dict[str, Any]]
+    admit: Callable[[dict[str, Any], dict[str, ParamValue]], None] = lambda arrays, params: None
+
+    @property
+    def sizes(self) -> tuple[str, ...]:
+        """The parameters the arrays' shapes determine, in order of first appearance."""
+        return tuple(dict.fromkeys(a for arr in self.arrays for a in arr.axes if isinstance(a, str)))

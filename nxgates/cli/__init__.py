@@ -21,6 +21,7 @@ COMMANDS = {
     "selftest": "nxgates.cli.selftest:selftest_cmd",
     "crosscheck": "nxgates.cli.crosscheck:crosscheck_cmd",
     "diff": "nxgates.cli.diff:diff_cmd",
+    "export": "nxgates.cli.export:export_cmd",
 }
 
 

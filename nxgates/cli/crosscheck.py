@@ -28,9 +28,11 @@ from nxgates.errors import EXIT_FAIL, ConfigError
 @click.option("-q", "--quiet", is_flag=True, help="Print only FAIL lines and the verdict.")
 @timeout_option("Time limit for the recomputation. inf = no limit.")
 @debug_option
+@click.option("--inputs", default=None, metavar="PATH",
+              help="The tensors the logged run computed from (as for run --inputs).")
 def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...], preset: str | None,
                    config: str | None, json_path: str | None, junit_path: str | None, quiet: bool,
-                   timeout: float, debug: bool) -> int:
+                   timeout: float, debug: bool, inputs: str | None = None) -> int:
     """Recompute every figure in LOG, the stdout of GATE's seed program ('-' = stdin), and compare.
 
     Exits 0 when every figure agrees, 1 on any disagreement, 2 when LOG is not a complete run of GATE in
@@ -46,13 +48,19 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
         raise ConfigError(f"gate {entry.name!r} has no seed log format to crosscheck (crosscheck knows: {known})")
     refuse_two_on_stdout(json_path, junit_path)
-    distinct_files({"--json": json_path, "--junit": junit_path, "LOG": log, "--source": source})
+    distinct_files({"--json": json_path, "--junit": junit_path, "LOG": log, "--source": source, "--inputs": inputs})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
     params = xc.effective_params(entry, preset, sets, source)
+    options = {}
+    if inputs is not None:
+        from nxgates.core.tensors.load import inputs_for_run
+
+        chosen, options["inputs"] = inputs_for_run([entry], {entry.name: params}, sets, inputs)
+        params = chosen[entry.name]
     parsed = xc.parse_log(xc.read_log(log), entry.module, f"log {log}")
 
-    report = xc.crosscheck(entry.name, entry.module, parsed, params, timeout=timeout, source=source)
+    report = xc.crosscheck(entry.name, entry.module, parsed, params, timeout=timeout, source=source, options=options)
     from nxgates.streams import check_written, human_stream, require_stdout
 
     if "-" in (json_path, junit_path):

@@ -19,7 +19,8 @@ from nxgates.cli.options import (
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, ConfigError
 
 #: the options only some gates take, as (run_cmd's parameter, the flag a user typed)
-GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"), ("scheduler", "--scheduler"))
+GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"), ("scheduler", "--scheduler"),
+                ("inputs", "--inputs"), ("ulp", "--ulp"))
 
 
 @click.command("run")
@@ -49,19 +50,28 @@ GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-gra
 @click.option("--save-grads", cls=OnceOption, default=None, metavar="PATH",
               help="parallel-grad: write the per-example gradients (.npy, float32, B x NP).")
 @click.option("--compare-grads", cls=OnceOption, default=None, metavar="PATH",
-              help="parallel-grad: add check T4, gradients bit-identical to a saved .npy.")
+              help="parallel-grad: add check T4, gradients bit-identical to a saved .npy (or a raw float32 "
+                   ".bin, B x NP); lora, lora-train: dA, dB equal to these (.npz, or a directory of raw int64 "
+                   ".bin).")
 @click.option("--baseline", "baseline", cls=OnceOption, default=None, metavar="FILE",
               help="Add check `baseline`: every figure the gates pin as in FILE (see docs/baselines.md).")
 @click.option("--update-baseline", "update_baseline", cls=OnceOption, default=None, metavar="FILE",
               help="Write the pinned figures of the gates that passed into FILE (merged into its entries).")
 @click.option("--baseline-missing", cls=OnceOption, type=click.Choice(("fail", "warn")), default="fail",
               show_default=True, help="What a gate FILE lacks, or one that pins no figure, does to --baseline.")
+@click.option("--reduction", cls=OnceOption, default=None, metavar="ORDER",
+              help="Shorthand for --set reduction=ORDER (f32 gates: tree|sequential).")
+@click.option("--inputs", cls=OnceOption, default=None, metavar="PATH",
+              help="Run one gate on these tensors: an .npz as `nxgates export` writes, or a directory of raw "
+                   "little-endian NAME.bin dumps (sizes from the parameters).")
+@click.option("--ulp", cls=OnceOption, type=click.IntRange(min=0), default=None, metavar="N",
+              help="parallel-grad: --compare-grads passes within N ULPs per cell (default 0: bit-identical).")
 @debug_option
 def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
             timeout: float | None, fault: str | None, executor: str | None, scheduler: str | None,
             save_grads: str | None, compare_grads: str | None, baseline: str | None, update_baseline: str | None,
-            baseline_missing: str, debug: bool) -> int:
+            baseline_missing: str, reduction: str | None, inputs: str | None, ulp: int | None, debug: bool) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates import registry
     from nxgates.cli.exits import stop_reason
@@ -76,8 +86,15 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     entries = reg.select(gates)
     if executor is not None:
         sets = (*sets, f"executor={executor}")
+    if reduction is not None:
+        sets = (*sets, f"reduction={reduction}")
     params = registry.effective_params(entries, preset, sets)
-    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler}
+    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler,
+                               "inputs": None, "ulp": ulp}
+    if inputs is not None:
+        from nxgates.core.tensors.load import inputs_for_run
+
+        params, options["inputs"] = inputs_for_run(entries, params, sets, inputs)
     for opt, flag in GATE_OPTIONS:
         if options[opt] is not None and not any(opt in e.gate.options for e in entries):
             raise ConfigError(f"{flag} applies to none of: {', '.join(e.name for e in entries)}")
@@ -88,7 +105,8 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
                 raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
     refuse_two_on_stdout(json_path, junit_path)
     distinct_files({"--json": json_path, "--junit": junit_path, "--save-grads": save_grads,
-                    "--compare-grads": compare_grads, "--baseline": baseline, "--update-baseline": update_baseline})
+                    "--compare-grads": compare_grads, "--baseline": baseline, "--update-baseline": update_baseline,
+                    "--inputs": inputs})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
     files.check_writable(save_grads, "--save-grads")

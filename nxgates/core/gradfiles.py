@@ -1,5 +1,6 @@
 """Per-example gradient files: ``--save-grads`` writes a float32 (B, NP) ``.npy`` chunk by chunk,
-``--compare-grads`` reads one back a chunk at a time, so neither holds B rows in memory."""
+``--compare-grads`` reads one back (or another implementation's raw little-endian float32 ``.bin`` dump of
+the same shape) a chunk at a time, so neither holds B rows in memory."""
 
 from __future__ import annotations
 
@@ -16,21 +17,33 @@ from nxgates.safeio import regular_file
 
 
 class GradReader:
-    """``--compare-grads``: a saved float32 (B, NP) ``.npy``, validated as a memory map and read a chunk at a
-    time into a reused buffer (file reads, so its pages never pile up in this process)."""
+    """``--compare-grads``: a saved float32 (B, NP) ``.npy`` or raw ``.bin``, validated as a memory map and read
+    a chunk at a time into a reused buffer (file reads, so its pages never pile up in this process).
 
-    def __init__(self, path: str, arr: np.ndarray):
+    ``report`` (where the caller gave the tensors' layout) gathers where the rows part from ours, cell by cell
+    (:class:`nxgates.core.tensors.ulp.UlpReport`)."""
+
+    def __init__(self, path: str, arr: np.ndarray, report: Any = None):
         self.path = path
         self.arr = arr
+        self.report = report
         self.fh = open(path, "rb") if arr.flags.c_contiguous else None  # noqa: SIM115 (closed by close())
         self.swapped = arr.dtype != np.dtype(F32)  #: the other byte order: swapped after reading, bits kept
 
     @classmethod
-    def open(cls, path: str | None, B: int, n_params: int) -> GradReader | None:
-        """None without a path; anything but float32 of shape (B, NP) is a usage error."""
+    def open(cls, path: str | None, B: int, n_params: int, tensors: tuple | None = None) -> GradReader | None:
+        """None without a path; anything but float32 of shape (B, NP) is a usage error. ``tensors``: the
+        :class:`~nxgates.core.tensors.ulp.Tensor` layout of a row, for a report of where the rows differ."""
         if path is None:
             return None
         regular_file(path, "--compare-grads")
+        report = None
+        if tensors is not None:
+            from nxgates.core.tensors.ulp import UlpReport
+
+            report = UlpReport(tensors)
+        if path.endswith(".bin"):
+            return cls(path, _raw_rows(path, B, n_params), report)
         try:
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except FileNotFoundError:
@@ -45,7 +58,7 @@ class GradReader:
         if arr.shape != (B, n_params):
             raise ConfigError(f"--compare-grads {path}: shape {arr.shape} does not match (B, NP) = ({B}, {n_params})")
         try:
-            return cls(path, arr)
+            return cls(path, arr, report)
         except OSError as exc:
             raise ConfigError(f"--compare-grads {path}: cannot read: {exc.strerror or exc}") from None
 
@@ -64,6 +77,19 @@ class GradReader:
         if self.fh is not None:
             self.fh.close()
         self.arr = None
+
+
+def _raw_rows(path: str, B: int, n_params: int) -> np.ndarray:
+    """A raw little-endian float32 dump of (B, NP), memory-mapped; its length must be exactly that."""
+    expected = 4 * B * n_params
+    size = os.stat(path).st_size
+    if size != expected:
+        raise ConfigError(f"--compare-grads {path}: {size} bytes, expected {expected} (raw float32 of shape "
+                          f"(B, NP) = ({B}, {n_params}))")
+    try:
+        return np.memmap(path, dtype="<f4", mode="r", shape=(B, n_params))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--compare-grads {path}: cannot read: {exc}") from None
 
 
 class GradWriter:

@@ -6,14 +6,14 @@ Weights, inputs and targets are the seed's ``ta_constf`` formulas; the per-examp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from nxgates.core.tape import F32, Node, Tape, constf_array
-from nxgates.gatekit import IntParam
+from nxgates.core.tape import F32, Node, Tape, constf_array, sequential_sum, tree_sum
+from nxgates.gatekit import ChoiceParam, IntParam
 
 #: the widest D, H and O a gate accepts unless it says otherwise
 MAX_WIDTH = 1 << 20
@@ -28,6 +28,20 @@ def mlp_params(batch: IntParam, max_width: int = MAX_WIDTH, max_out: int | None 
         "O": IntParam(f"{prefix}output width", min=1, max=max_width if max_out is None else max_out),
         "B": batch,
     }
+
+
+#: every sum of the tape, by the ``reduction`` parameter's value (docs/reduction-order.md gives both orders)
+REDUCTIONS = {"tree": tree_sum, "sequential": sequential_sum}
+
+#: the f32 gates' ``reduction``: tree (the default, pairwise halving) or a plain loop's left-to-right order
+REDUCTION_PARAM = ChoiceParam("the order every sum of the forward, the loss and the backward is taken in: tree "
+                              "(pairwise halving) or sequential (left to right, as a plain loop)",
+                              tuple(REDUCTIONS), default="tree")
+
+
+def reduction_of(params: Mapping[str, Any]) -> Callable[[np.ndarray, int], np.ndarray]:
+    """The tape's reduction a gate's parameters choose (tree where the gate has no ``reduction``)."""
+    return REDUCTIONS[params.get("reduction", "tree")]
 
 
 @dataclass(frozen=True)
@@ -55,19 +69,40 @@ class Dims:
         return self.D + 2 * self.H + 2 * self.O + 1
 
 
-def init_data(dims: Dims, B: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The seed's deterministic weights, inputs and targets (``ta_constf`` formulas)."""
-    return (init_weights(dims), *init_examples(dims, 0, B))
+class MlpInputs(NamedTuple):
+    """A batch given as arrays (``nxgates run GATE --inputs``) instead of the seed's formulas."""
+
+    W1: np.ndarray  #: (H, D) float32
+    W2: np.ndarray  #: (O, H)
+    X: np.ndarray  #: (B, D)
+    T: np.ndarray  #: (B, O)
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> MlpInputs | None:
+        """The arrays of a run's ``inputs`` option (validated when they were read), or None."""
+        arrays = options.get("inputs")
+        return None if arrays is None else cls(arrays["W1"], arrays["W2"], arrays["X"], arrays["T"])
 
 
-def init_weights(dims: Dims) -> np.ndarray:
-    """The seed's weights, ``[W1 row-major, W2 row-major]``."""
+def init_data(dims: Dims, B: int, given: MlpInputs | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The weights, inputs and targets of the first ``B`` examples: ``given``'s, else the seed's formulas."""
+    return (init_weights(dims, given), *init_examples(dims, 0, B, given))
+
+
+def init_weights(dims: Dims, given: MlpInputs | None = None) -> np.ndarray:
+    """The weights ``[W1 row-major, W2 row-major]``: ``given``'s, else the seed's (``ta_constf`` formulas)."""
+    if given is not None:
+        return np.concatenate([given.W1.reshape(-1), given.W2.reshape(-1)])
     i = np.arange(dims.n_params, dtype=np.int64)
     return constf_array(((i * 7 + 1) % 13) - 6, 8)
 
 
-def init_examples(dims: Dims, first: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs and targets of examples ``first .. stop-1`` only, so a batch can be streamed in chunks."""
+def init_examples(dims: Dims, first: int, stop: int, given: MlpInputs | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets of examples ``first .. stop-1`` only, so a batch can be streamed in chunks:
+    ``given``'s rows, else the seed's formulas."""
+    if given is not None:
+        return given.X[first:stop], given.T[first:stop]
     i = np.arange(first * dims.D, stop * dims.D, dtype=np.int64)
     x = constf_array(((i * 5 + 2) % 11) - 5, 7).reshape(stop - first, dims.D)
     i = np.arange(first * dims.O, stop * dims.O, dtype=np.int64)

@@ -45,6 +45,26 @@ def tree_sum(buf: np.ndarray, axis: int) -> np.ndarray:
     return v[..., 0]
 
 
+def sequential_sum(buf: np.ndarray, axis: int) -> np.ndarray:
+    """Sum ``buf`` along ``axis`` left to right as a plain loop does (``acc = +0.0f; acc = acc + p[i]``, each
+    addition rounded to float32); ``buf`` may be destroyed. Returns the sums.
+
+    Where the summed axis is not the innermost in memory, ``np.add.reduce`` from an initial +0.0 is that loop
+    for every sum at once: numpy adds the slices along the axis one after the other, element-wise (its
+    pairwise summation applies only along the innermost axis). Otherwise each sum is ``np.add.accumulate``
+    (a strictly sequential float32 loop) plus +0.0 at the end, which gives what the loop's +0.0 start gives
+    (the two differ only on an all -0.0 sum, which the loop makes +0.0). The tests hold both to a scalar loop.
+    """
+    others = [abs(s) for k, (n, s) in enumerate(zip(buf.shape, buf.strides, strict=True)) if k != axis and n > 1]
+    if others and min(others) < abs(buf.strides[axis]):
+        return np.add.reduce(buf, axis=axis, initial=F32(0))
+    v = np.moveaxis(buf, axis, -1)
+    np.add.accumulate(v, axis=-1, out=v)
+    last = v[..., -1]
+    last += F32(0)
+    return last
+
+
 class ArenaFull(RuntimeError):
     """The tape ran out of its preallocated arena (its capacity was planned too small)."""
 

@@ -12,10 +12,13 @@ from nxgates.runner import GateReport
 
 
 def crosscheck(name: str, module: str, log: ParsedLog, params: dict[str, ParamValue], *,
-               timeout: float | None = None, source: str | None = None) -> GateReport:
-    """Recompute the log's figures; a report with one check per figure (``error`` set on a timeout)."""
+               timeout: float | None = None, source: str | None = None, options: dict[str, Any] | None = None
+               ) -> GateReport:
+    """Recompute the log's figures; a report with one check per figure (``error`` set on a timeout).
+    ``options``: the run's gate options (``inputs``: the tensors the logged run computed from)."""
     seed_log = declared(module)
-    ctx = RunContext(params=dict(params), deadline=None if timeout is None else time.monotonic() + timeout)
+    ctx = RunContext(params=dict(params), options=dict(options or {}),
+                     deadline=None if timeout is None else time.monotonic() + timeout)
     start = time.perf_counter()
     out = GateOutput()
     out.metrics = {"log_verdict": seed_log.verdict(log), "source": source}

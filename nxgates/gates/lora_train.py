@@ -12,6 +12,8 @@ from the same step's gradients, with C's truncating division: ``A[i] = A[i] - (l
   gradcheck (its rules, fast path) for A and B.
 * L4 a second training run from scratch ends with the same adapter digest; when it does not, the FAIL line
   names the first step and cell where the two runs part.
+* L5 (with ``--compare-grads``) another implementation's gradients at the final weights, ``dA`` and ``dB``,
+  equal the ones L3 checked, integer for integer.
 
 An intermediate that would leave int64's safe range stops the run (exit 2), never a wrapped number.
 """
@@ -25,10 +27,12 @@ import numpy as np
 
 from nxgates.core import lora, q20
 from nxgates.core.memory import require
+from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
 from nxgates.gates.lora.gate import PARAMS as LORA_PARAMS
+from nxgates.gates.lora.gate import judge_foreign
 from nxgates.gates.lora.gate import validate as validate_lora
 from nxgates.gates.lora.gradcheck import gradcheck_adapter
 
@@ -46,6 +50,7 @@ L1 = "L1 loss_q strictly decreases at every step"
 L2 = "L2 base W bit-identical after training"
 L3 = "L3 gradcheck of A and B at the final weights"
 L4 = "L4 second run from scratch: same adapter digest"
+L5 = "L5 final dA, dB EXACT vs the given file"
 
 FAULTS = {
     "train-base": Fault("the update moves the frozen base W too (by its own gradient)", (L2,)),
@@ -117,7 +122,8 @@ def train(T: int, DM: int, R: int, steps: int, lr_q: int, ctx: RunContext, fault
     """Up to ``steps`` updates from the seed's initial weights, stopping at the first loss that does not
     fall (L1 has failed; going on would only run a rising loss into the int64 guard). ``carried`` is the
     carry-state fault's memory."""
-    m = lora.init_model(T, DM, R)
+    given = ctx.options.get("inputs")
+    m = lora_model(given) if given is not None else lora.init_model(T, DM, R)
     if carried:  # the planted defect: resume the adapter an earlier run left behind
         m.A, m.B = carried["A"].copy(), carried["B"].copy()
     w_init = m.W.copy()
@@ -178,6 +184,8 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
     out = GateOutput()
     out.info(f"=== nx_intfp_lora_train: train ONLY the LoRA adapter (rank {R}) in Q20 INTEGER, no float: "
              f"{steps} steps of A -= (lr_q * dA) / S, lr_q={lr_q} ===")
+    foreign = ctx.options.get("compare_grads")
+    theirs = read_foreign_grads(foreign, p) if foreign is not None else None
     carried = {} if ctx.fault == "carry-state" else None
     run1 = train(T, DM, R, steps, lr_q, ctx, ctx.fault, carried)
     for s, loss in enumerate(run1.losses):
@@ -227,6 +235,9 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
     if trained <= LIST_CELLS:
         out.metrics["A"] = [int(v) for v in m.A.reshape(-1)]
         out.metrics["B"] = [int(v) for v in m.B.reshape(-1)]
+    if theirs is not None:
+        ours = {"dA": run1.dA, "dB": run1.dB}
+        out.metrics["compare_grads"] = judge_foreign(out, L5, ours, theirs, foreign)
     h = hashlib.sha256(" ".join(map(str, run1.losses)).encode())
     h.update(f"{a1}{b1}".encode())
     out.digest = h.hexdigest()
@@ -242,8 +253,10 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
 
 GATE = GateDef(
     params=PARAMS,
-    checks=(L1, L2, L3, L4),
+    checks=(L1, L2, L3, L4, L5),
     run=run,
     faults=FAULTS,
     validate=validate,
+    options=("inputs", "compare_grads"),
+    inputs=LORA_INPUTS,
 )

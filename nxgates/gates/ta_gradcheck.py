@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from nxgates.core.memory import require
-from nxgates.core.mlp import Dims, example_grads, init_data, mlp_params
+from nxgates.core.mlp import REDUCTION_PARAM, Dims, MlpInputs, example_grads, init_data, mlp_params, reduction_of
 from nxgates.core.numeric import Verdict, compare, mlp_numeric
-from nxgates.core.tape import F32, Node, Tape
+from nxgates.core.tape import F32, Node, Tape, tree_sum
+from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
 from nxgates.gates._tape_faults import ReluGradEverywhereTape
 
@@ -26,6 +27,7 @@ PARAMS = {
                  max_out=1 << 12, prefix="MLP "),
     "step_exp": IntParam("central-difference step d = 10^-step_exp (float64)", min=1, max=12),
     "tol_permil": IntParam("a cell passes when |num - ana| * 1000 / max|grad| <= this", min=0, max=1000),
+    "reduction": REDUCTION_PARAM,
 }
 
 FAULTS = {
@@ -34,9 +36,9 @@ FAULTS = {
 }
 
 
-def tape_for(fault: str | None, capacity: int) -> Tape:
+def tape_for(fault: str | None, capacity: int, reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum) -> Tape:
     """The tape a run differentiates on: relu-grad plants its wrong derivative through a tape subclass."""
-    return ReluGradEverywhereTape(capacity) if fault == "relu-grad" else Tape(capacity)
+    return (ReluGradEverywhereTape if fault == "relu-grad" else Tape)(capacity, reduce=reduce)
 
 
 def _values(n: int, salt: int) -> np.ndarray:
@@ -66,13 +68,14 @@ OPS = [
 ]
 
 
-def check_op(case: OpCase, step: float, tol: int, fault: str | None) -> Verdict:
+def check_op(case: OpCase, step: float, tol: int, fault: str | None,
+             reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum) -> Verdict:
     """L = sum(op(inputs) * weights); tape gradient of every input vs float64 central differences."""
     inputs = [_values(int(np.prod(s)), 3 + 2 * k).reshape(s) for k, s in enumerate(case.shapes)]
     out_shape = np.shape(case.reference([x.astype(np.float64) for x in inputs]))
     weights = _values(int(np.prod(out_shape)), 11).reshape(out_shape)
 
-    tape = tape_for(fault, 4096)
+    tape = tape_for(fault, 4096, reduce)
     leaves = [tape.leaf(x) for x in inputs]
     loss = tape.sum(tape.mul(case.tape_op(tape, leaves), tape.leaf(weights, requires_grad=False)))
     tape.backward(loss)
@@ -108,7 +111,7 @@ def run(ctx: RunContext) -> GateOutput:
              f"tol={tol}permil of max|grad|)")
     ok = 0
     for case in OPS:
-        v = check_op(case, step, tol, ctx.fault)
+        v = check_op(case, step, tol, ctx.fault, reduction_of(p))
         ok += v.passed
         out.check(f"op {case.name}", v.passed,
                   f"{v.n_pass}/{v.cells} cells (worst={v.worst}permil of max|grad|={v.maxabs:.6g})")
@@ -116,8 +119,8 @@ def run(ctx: RunContext) -> GateOutput:
         ctx.check_time()
 
     dims, B = Dims.of(p), p["B"]
-    w, x, t = init_data(dims, B)
-    tape = tape_for(ctx.fault, dims.arena)
+    w, x, t = init_data(dims, B, MlpInputs.of(ctx.options))
+    tape = tape_for(ctx.fault, dims.arena, reduction_of(p))
     grads = np.empty((B, dims.n_params), F32)
     cells = n_pass = worst = 0
     bad = []
@@ -162,4 +165,6 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
+    options=("inputs",),
+    inputs=MLP_INPUTS,
 )

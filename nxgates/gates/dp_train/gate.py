@@ -10,10 +10,11 @@ import numpy as np
 from nxgates.core.bits import compare_bits
 from nxgates.core.chunks import chunk_examples
 from nxgates.core.memory import require
-from nxgates.core.mlp import Dims, init_data, mlp_params
+from nxgates.core.mlp import REDUCTION_PARAM, Dims, MlpInputs, init_data, mlp_params, reduction_of
 from nxgates.core.numeric import Verdict, compare, mlp_numeric
 from nxgates.core.pool import EXECUTORS, AutoExecutor, auto_workers, choose_executor, make_pool
 from nxgates.core.tape import constf
+from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.core.train import batch_mean, tree_levels
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
@@ -36,6 +37,7 @@ PARAMS = {
     "tol_permil": IntParam("D4: a cell passes when |num - ana| * 1000 / max|grad| <= this", min=0, max=1000),
     "d4_examples": IntParam("D4: check the batch gradient of the first this many examples (0 = all B)",
                             min=0, max=1 << 20),
+    "reduction": REDUCTION_PARAM,
 }
 
 D1 = "D1 weights after every step BIT-IDENTICAL serial vs data-parallel"
@@ -88,13 +90,14 @@ def run(ctx: RunContext) -> GateOutput:
     ctx.progress.start("training steps", 3 * steps)
 
     k = p["d4_examples"] or B
-    serial = SgdTrainer(TrainingJob.make(dims, B, ctx.fault), lr, ctx).train(steps, "serial",
-                                                                            keep_rows=k if k < B else 0)
+    given, reduce = MlpInputs.of(ctx.options), reduction_of(p)
+    serial_job = TrainingJob.make(dims, B, ctx.fault, given=given, reduce=reduce)
+    serial = SgdTrainer(serial_job, lr, ctx).train(steps, "serial", keep_rows=k if k < B else 0)
     runs = [serial]
     for workers in (n_workers, n_workers + 1):
         pool = make_pool(executor, workers, None, scheduler)
         try:
-            job = TrainingJob.make(dims, B, ctx.fault, pool.array, pool.remote)
+            job = TrainingJob.make(dims, B, ctx.fault, pool.array, pool.remote, given, reduce)
             runs.append(SgdTrainer(job, lr, ctx, pool).train(steps, f"{workers} workers"))
         finally:
             pool.close()
@@ -114,7 +117,7 @@ def run(ctx: RunContext) -> GateOutput:
               if serial.diverged is None else f"diverged: weights not finite after step {serial.diverged} "
               f"(loss {float(serial.losses[0]):.9g} -> {float(serial.losses[-1]):.9g}); use a smaller lr")
 
-    v = check_d4(dims, serial, k, 10.0 ** -p["step_exp"], p["tol_permil"])
+    v = check_d4(dims, serial, k, 10.0 ** -p["step_exp"], p["tol_permil"], given)
     out.check(D4, v.passed, f"mean of {k}/{B} examples: {v.n_pass}/{v.cells} cells within {p['tol_permil']}permil "
               f"(worst={v.worst}permil of max|grad|={v.maxabs:.6g})")
 
@@ -195,11 +198,12 @@ def _bits(value: np.float32) -> str:
     return f"{value!s} (0x{int(value.view(np.uint32)):08x})"
 
 
-def check_d4(dims: Dims, serial: TrainingRun, k: int, step: float, tol: int) -> Verdict:
+def check_d4(dims: Dims, serial: TrainingRun, k: int, step: float, tol: int, given: MlpInputs | None = None
+             ) -> Verdict:
     """The tree mean of step 0's first ``k`` per-example gradients (all B: the batch gradient the first
     update used) vs the mean of their float64 central differences."""
     analytic = batch_mean(serial.grads0) if len(serial.grads0) else serial.g0
-    w, x, t = init_data(dims, k)  # the weights step 0 saw; rows of x, t do not depend on the batch size
+    w, x, t = init_data(dims, k, given)  # the weights step 0 saw; rows of x, t do not depend on the batch size
     numeric = np.zeros(dims.n_params)
     for b in range(k):
         numeric += mlp_numeric(dims, w, x[b], t[b], step)
@@ -212,5 +216,6 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("scheduler",),
+    options=("scheduler", "inputs"),
+    inputs=MLP_INPUTS,
 )

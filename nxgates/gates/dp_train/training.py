@@ -4,7 +4,7 @@ steps serially or on a pool, streaming each step's batch gradient through the tr
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nxgates.core.chunks import chunk_examples
-from nxgates.core.mlp import Dims, example_grads, init_data
+from nxgates.core.mlp import Dims, MlpInputs, example_grads, init_data
 from nxgates.core.pool import TaskRecord, WorkerPool, resolve
 from nxgates.core.tape import F32, Tape, tree_sum
 from nxgates.core.train import sgd_step, streamed_batch_mean, tree_leaf_order
@@ -47,6 +47,7 @@ class TrainingJob:
     fault: str | None
     arenas: dict[int, Tape] = field(default_factory=dict)
     remote: bool = False  #: a copy on a remote worker: each step's weights come separately, rows go back
+    reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum  #: every tape's sums (the gate's ``reduction``)
 
     def __getstate__(self) -> dict:
         """What travels to a remote worker: data and fault, never the gradient rows nor local arenas."""
@@ -62,12 +63,14 @@ class TrainingJob:
 
     @classmethod
     def make(cls, dims: Dims, B: int, fault: str | None, array=lambda shape: np.empty(shape, F32),
-             remote: bool = False) -> TrainingJob:
+             remote: bool = False, given: MlpInputs | None = None,
+             reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum) -> TrainingJob:
         """``array`` allocates: a pool's shared memory (made before its workers start) or plain numpy."""
-        w, x, t = init_data(dims, B)
+        w, x, t = init_data(dims, B, given)
         chunk = chunk_examples(dims.n_params, 1, B, remote)
         job = cls(dims, array(w.shape), array((dims.D, dims.H)), array(w.shape), array((dims.D, dims.H)),
-                  array(x.shape), array(t.shape), array((2, chunk, dims.n_params)), array((B,)), fault)
+                  array(x.shape), array(t.shape), array((2, chunk, dims.n_params)), array((B,)), fault,
+                  reduce=reduce)
         job.w[...], job.x[...], job.t[...] = w, x, t
         job.refresh_transpose()
         job.w_prev[...], job.w1_t_prev[...] = job.w, job.w1_t
@@ -80,7 +83,7 @@ class TrainingJob:
         tape = self.arenas.get(worker)
         if tape is None:
             kind = ReluGradEverywhereTape if self.fault == "relu-grad" else Tape
-            tape = self.arenas[worker] = kind(self.dims.arena)
+            tape = self.arenas[worker] = kind(self.dims.arena, reduce=self.reduce)
         return tape
 
     def example(self, b: int, row: np.ndarray, worker: int) -> None:

@@ -2,6 +2,8 @@
 
 The model is core's (:mod:`nxgates.core.lora`) and knows no faults: this gate plants them on what core
 computes (:func:`planted_gradients`), so the faulty numbers come from the correct ones by one named edit.
+``--inputs`` gives the model's tensors instead of the seed's formulas; ``--compare-grads`` adds a check that
+another implementation's ``dA``, ``dB`` equal the gate's, integer for integer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from nxgates.core import q20
 from nxgates.core.cpus import EXECUTORS, AutoExecutor, choose_executor
 from nxgates.core.lora import Forward, backward, forward, init_model
 from nxgates.core.q20 import S, tdiv
+from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
 from nxgates.gates.lora.gradcheck import Gradcheck
@@ -44,6 +47,7 @@ PARAMS = {
 CHECK_A = "gradcheck A (lora)"
 CHECK_B = "gradcheck B (lora)"
 CHECK_FROZEN = "base W frozen"
+CHECK_FOREIGN = "dA, dB EXACT vs the given file"
 
 FAULTS = {
     "grad-bug": Fault("the analytic gradient of one cell of A is off by 10% of max|grad| (above the tolerance)",
@@ -88,7 +92,10 @@ def run(ctx: RunContext) -> GateOutput:
 
 def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> GateOutput:
     out = GateOutput()
-    m = init_model(T, DM, R)
+    foreign = ctx.options.get("compare_grads")
+    theirs = read_foreign_grads(foreign, ctx.params) if foreign is not None else None
+    given = ctx.options.get("inputs")
+    m = lora_model(given) if given is not None else init_model(T, DM, R)
     w_before = m.W.copy()
     f = forward(m)
     dA, dB = planted_gradients(ctx.fault, f, *backward(m, f))
@@ -154,6 +161,8 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
             "analytic": g.analytic.tolist(),  # Python ints
             "numeric": g.numeric.tolist(),
         }
+    if theirs is not None:
+        out.metrics["compare_grads"] = judge_foreign(out, CHECK_FOREIGN, {"dA": dA, "dB": dB}, theirs, foreign)
     out.digest = partial(_digest, f.loss, results)  # hashed only if read (--repeat)
     _pin(out, f.loss, results, DM, R)
     return out
@@ -168,6 +177,21 @@ def _pin(out: GateOutput, loss: int, results: list[Gradcheck], DM: int, R: int) 
         out.fingerprint_cells(f"{key}_numeric", g.numeric.reshape(shape))
         out.fingerprint(f"{key}_worst_permil", g.worst)
         out.fingerprint(f"{key}_max_abs_grad", g.maxabs)
+
+
+def judge_foreign(out: GateOutput, check: str, ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+                  path: str) -> dict:
+    """Another implementation's gradients against ours, exactly; where they differ, the report says where.
+    Returns the report's metrics."""
+    from nxgates.core.tensors.exact import ExactReport
+
+    report = ExactReport.of(ours, theirs)
+    n = report.total_differing
+    for line in report.lines() if n else ():
+        out.detail(line)
+    total = sum(report.cells.values())
+    out.check(check, n == 0, f"{n} of {total} cells differ from {path}" if n else f"{total} cells equal {path}")
+    return report.metrics()
 
 
 def _cell_lines(g: Gradcheck) -> Iterator[str]:
@@ -194,10 +218,11 @@ def _seed_log() -> SeedLog:
 
 GATE = GateDef(
     params=PARAMS,
-    checks=(CHECK_A, CHECK_B, CHECK_FROZEN),
+    checks=(CHECK_A, CHECK_B, CHECK_FROZEN, CHECK_FOREIGN),
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("scheduler",),
+    options=("scheduler", "inputs", "compare_grads"),
     seed_log=_seed_log,
+    inputs=LORA_INPUTS,
 )

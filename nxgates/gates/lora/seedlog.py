@@ -61,12 +61,14 @@ def figures(log: ParsedLog, ctx: RunContext) -> list[Figure]:
     import numpy as np
 
     from nxgates.core import lora, q20
+    from nxgates.core.tensors.lora_spec import lora_model
     from nxgates.gates.lora.gradcheck import gradcheck_adapter
 
     p = ctx.params
     T, DM, R, delta, tol = p["T"], p["DM"], p["R"], p["delta"], p["tol_permil"]
     try:
-        m = lora.init_model(T, DM, R)
+        given = ctx.options.get("inputs")
+        m = lora.init_model(T, DM, R) if given is None else lora_model(given)
         f = lora.forward(m)
         checks = gradcheck_adapter(m, f, lora.backward(m, f), delta, tol, ctx, p["algorithm"])
     except q20.Q20Overflow as exc:

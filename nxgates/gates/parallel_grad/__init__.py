@@ -9,7 +9,11 @@ flipped bit.
   (more non-zero cells than one example has).
 * T2 the pool completed all B tasks *and* they ran on more than one distinct worker.
 * T3 a parallel re-run on the same arenas is bit-identical.
-* T4 (with ``--compare-grads``) bit-identical to a saved ``.npy``: reproducibility across machines.
+* T4 (with ``--compare-grads``) bit-identical to a saved ``.npy`` or another implementation's raw ``.bin``
+  (``--ulp N``: within N ULPs); where they differ, a report per tensor, in ULPs (:mod:`nxgates.core.tensors.ulp`).
+
+``reduction`` chooses the order of every sum (``tree``, or ``sequential`` as a plain loop sums); ``--inputs``
+runs on given weights and batch instead of the seed's formulas.
 
 Arenas are per worker (reset per example), and the batch streams through in chunks of a few examples per
 worker (serial rows, parallel pass, re-run, compare, fold into the counts and one sha256 in example order),
@@ -18,6 +22,7 @@ first pass's row against the serial row, their own row against the first pass's,
 rows no task compared (a lost task, rows returned by a remote worker) are compared by the gate.
 """
 
+from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.gatekit import GateDef, SeedLog
 from nxgates.gates.parallel_grad.checks import CHECKS, T1, T2, T3, T4
 from nxgates.gates.parallel_grad.faults import FAULTS
@@ -37,9 +42,10 @@ GATE = GateDef(
     run=run,
     faults=FAULTS,
     validate=validate,
-    options=("save_grads", "compare_grads", "scheduler"),
+    options=("save_grads", "compare_grads", "scheduler", "inputs", "ulp"),
     selftest_variants=selftest_variants,
     seed_log=_seed_log,
+    inputs=MLP_INPUTS,
 )
 
 __all__ = ["AUTO_EXECUTOR", "FAULTS", "GATE", "PARAMS", "T1", "T2", "T3", "T4",

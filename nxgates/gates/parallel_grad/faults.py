@@ -111,4 +111,4 @@ def plant_shared_arena(job: PlantedState, pool: WorkerPool, host: HostFiles, chu
     else:
         vals, grads = pool.array((job.dims.arena,)), pool.array((job.dims.arena,))
         job.barrier = pool.barrier(min(pool.n_workers, chunk), BARRIER_SECONDS)
-    job.shared_arena = Tape(job.dims.arena, vals, grads)
+    job.shared_arena = Tape(job.dims.arena, vals, grads, reduce=job.reduce)

@@ -9,7 +9,7 @@ from nxgates.core.bits import BitComparison
 from nxgates.core.chunks import chunk_examples
 from nxgates.core.gradfiles import GradReader, GradWriter
 from nxgates.core.memory import fmt_bytes, require
-from nxgates.core.mlp import Dims, init_examples, init_weights, mlp_params
+from nxgates.core.mlp import REDUCTION_PARAM, Dims, MlpInputs, init_examples, init_weights, mlp_params, reduction_of
 from nxgates.core.pool import (
     EXECUTORS,
     AutoExecutor,
@@ -39,6 +39,7 @@ PARAMS = {
     "executor": ChoiceParam("worker pool: thread, process (forked, sharing memory), dask (a LocalCluster, or "
                             "--scheduler ADDRESS), or auto (process from "
                             f"NP >= {AUTO_EXECUTOR.process_from} up, where it pays)", ("auto", *EXECUTORS)),
+    "reduction": REDUCTION_PARAM,
 }
 
 
@@ -68,7 +69,9 @@ def run(ctx: RunContext) -> GateOutput:
     p = ctx.params
     dims = Dims.of(p)
     B = p["B"]
-    compare = GradReader.open(ctx.options.get("compare_grads"), B, dims.n_params)
+    if ctx.options.get("ulp") is not None and ctx.options.get("compare_grads") is None:
+        raise ConfigError("--ulp sets how close --compare-grads must be; give --compare-grads FILE too")
+    compare = GradReader.open(ctx.options.get("compare_grads"), B, dims.n_params, grad_tensors(dims))
     scheduler = ctx.options.get("scheduler")
     host = HostFiles()
     pool = None
@@ -96,15 +99,16 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
     outputs = [rows_array((chunk, NP)), rows_array((chunk, NP)) if pool.remote else None]
     job = GradJob(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
               pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers,
-              inputs_by_index=pool.remote)
+              inputs_by_index=pool.remote, reduce=reduction_of(ctx.params), given=MlpInputs.of(ctx.options))
     if not pool.remote:  # the workers count their rows' differences from the serial rows (see run_task); a
         # dask cluster's copy of the job has no serial rows: its rows are compared by the fold
         job.serial, job.counted = pool.array((2, chunk, NP)), pool.array((2, chunk), np.int64)
-    job.w[...] = init_weights(dims)
+    job.w[...] = init_weights(dims, job.given)
     job.w1_t[...] = job.w[: dims.n_w1].reshape(dims.H, dims.D).T
     if ctx.fault == "shared-arena":
         plant_shared_arena(job, pool, host, chunk)
-    job.x[...], job.t[...] = init_examples(dims, 0, chunk)  # the first chunk's (a cluster's tasks make their own)
+    # the first chunk's (a cluster's tasks make their own)
+    job.x[...], job.t[...] = init_examples(dims, 0, chunk, job.given)
     handle = pool.share(job)
     out.info(f"nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the {pool.kind} pool;"
              " per-example grads bit-identical to serial)")
@@ -151,9 +155,8 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
 
     digest = tally.sha.hexdigest()
     if compare is not None:
-        mism4 = tally.file_mismatches
-        out.check(T4, mism4 == 0, f"{mism4} cells differ from {ctx.options['compare_grads']}" if mism4
-                  else f"matches {ctx.options['compare_grads']} (sha256 {digest[:16]})")
+        judge_t4(out, compare, tally.file_mismatches, ctx.options["compare_grads"], ctx.options.get("ulp") or 0,
+                 digest)
     if save is not None:
         out.info(f" saved per-example gradients to {ctx.options['save_grads']} ({fmt_bytes(4 * B * NP)})")
 
@@ -174,6 +177,8 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
         "tasks_per_worker": pool.tasks_per_worker(records),
         **pool_metrics,
     }
+    if compare is not None and compare.report is not None:
+        out.metrics["compare_grads"] = {"ulp": ctx.options.get("ulp") or 0, **compare.report.metrics()}
     if pool.kind == "dask":
         out.metrics.update(scheduler=pool.scheduler, cluster_start_seconds=pool.start_seconds,
                            rows="shared memory" if job.rows_shared else "returned")
@@ -187,6 +192,29 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
                  "per-example gradients bit-identical to serial.")
     out.red = "TA-PARALLEL-GRAD RED -- parallel training not correct (see mismatches)"
     return out
+
+
+def grad_tensors(dims: Dims) -> tuple:
+    """Where W1's and W2's gradients sit in a row: ``[dW1 (H x D) row-major, dW2 (O x H) row-major]``."""
+    from nxgates.core.tensors.ulp import Tensor
+
+    return Tensor("W1", 0, dims.H, dims.D), Tensor("W2", dims.n_w1, dims.O, dims.H)
+
+
+def judge_t4(out: GateOutput, compare: GradReader, mismatches: int, path: str, ulps: int, digest: str) -> None:
+    """T4: the file's rows equal ours bit for bit (``ulps`` 0) or within ``ulps`` ULPs; where they differ,
+    the report says where and by how much (lines and the ``compare_grads`` metrics)."""
+    report = compare.report
+    if mismatches == 0:
+        out.check(T4, True, f"matches {path} (sha256 {digest[:16]})")
+        return
+    passed = report.passes(ulps)
+    within = f", all within {ulps} ULP (largest {report.max_ulps})" if passed else (
+        f", largest {report.max_ulps} ULP" + (f" (> {ulps})" if ulps else "") +
+        (f", {report.nonfinite} non-finite" if report.nonfinite else ""))
+    for line in report.lines():
+        out.detail(line)
+    out.check(T4, passed, f"{mismatches} cells differ from {path}{within}")
 
 
 def selftest_variants() -> tuple[Variant, ...]:

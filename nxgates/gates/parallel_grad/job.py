@@ -10,9 +10,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nxgates.core.bits import differing_cells
-from nxgates.core.mlp import Dims, example_grads, init_examples
+from nxgates.core.mlp import Dims, MlpInputs, example_grads, init_examples
 from nxgates.core.pool import resolve
-from nxgates.core.tape import F32, Tape
+from nxgates.core.tape import F32, Tape, tree_sum
 from nxgates.gates.parallel_grad.faults import task_hooks
 
 
@@ -47,6 +47,8 @@ class GradJob:
     first_done: set[int] = field(default_factory=set)
     evaluations: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    reduce: Any = tree_sum  #: every tape's sums (the gate's ``reduction``)
+    given: MlpInputs | None = None  #: the batch's arrays (``--inputs``), else the seed's formulas
 
     def __getstate__(self) -> dict:
         """What travels to a remote worker (dask): weights, inputs and faults; the output arrays only where
@@ -69,7 +71,7 @@ class GradJob:
             return self.shared_arena
         tape = self.arenas.get(worker)
         if tape is None:
-            tape = self.arenas[worker] = Tape(self.dims.arena)
+            tape = self.arenas[worker] = Tape(self.dims.arena, reduce=self.reduce)
         return tape
 
     def rerun_row(self, worker: int) -> np.ndarray:
@@ -122,7 +124,7 @@ def run_task(ctx: TaskContext, worker: int) -> np.ndarray | None:
     job = resolve(ctx.handle)
     row = job.rerun_row(worker) if job.outputs[which] is None else job.outputs[which][slot]
     if job.inputs_by_index:
-        x, t = (a[0] for a in init_examples(job.dims, b, b + 1))
+        x, t = (a[0] for a in init_examples(job.dims, b, b + 1, job.given))
     else:
         x, t = job.x[slot], job.t[slot]
     hooks = task_hooks(job, b, worker)

@@ -121,7 +121,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     tally = Tally()
     serial = job.serial if job.serial is not None else np.empty((2, chunk, dims.n_params), F32)
     saved = np.empty((chunk, dims.n_params), F32) if compare is not None else None
-    serial_tape = Tape(dims.arena)
+    serial_tape = Tape(dims.arena, reduce=job.reduce)
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
     folding: Future | None = None
     hashing: Future | None = None
@@ -133,7 +133,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
                 examples = range(first, min(B, first + chunk))
                 n = len(examples)
                 rows = serial[k % 2, :n]
-                job.x[:n], job.t[:n] = init_examples(dims, examples.start, examples.stop)
+                job.x[:n], job.t[:n] = init_examples(dims, examples.start, examples.stop, job.given)
                 t0 = time.perf_counter()
                 for slot, b in enumerate(examples):
                     example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], rows[slot],
@@ -197,6 +197,8 @@ def fold_chunk(tally: Tally, first: int, rows: np.ndarray, job: GradJob, compare
     n = rows.shape[0]
     if compare is not None:
         compare.read(first, saved[:n])
+        if compare.report is not None:
+            compare.report.add(first, rows, saved[:n])
     counted = None if job.counted is None else job.counted[:, :n]
     rerun = None if job.outputs[1] is None else job.outputs[1][:n]
     tally.fold(first, rows, job.outputs[0][:n], rerun, None if saved is None else saved[:n], counted)

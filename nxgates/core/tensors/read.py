@@ -1,0 +1,226 @@
+"""Reading a gate's input tensors: an ``.npz`` as ``nxgates export`` writes it, or a directory of raw
+little-endian ``NAME.bin`` dumps. Everything is checked before it is trusted, and sizes before anything is
+read: a bad input is one line naming the array (a :class:`ConfigError`, exit 2), never a traceback.
+
+Big-endian and Fortran-ordered arrays are converted to native C order (losslessly: the same values).
+Object arrays are refused from their header: nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import zipfile
+import zlib
+from typing import Any, BinaryIO, NamedTuple
+
+import numpy as np
+
+from nxgates.core.memory import require
+from nxgates.errors import ConfigError
+from nxgates.gatekit import INPUT_DTYPES, InputArray, InputSpec, ParamValue
+from nxgates.safeio import regular_file
+
+#: the member holding the format version, the gate and its parameters (a 0-d unicode array of JSON)
+META = "nxgates"
+FORMAT_VERSION = 1
+#: a raw dump's element type: little-endian, as a C program on x86 or ARM writes its buffer
+RAW_DTYPES = {"q20": np.dtype("<i8"), "float32": np.dtype("<f4")}
+META_LIMIT = 1 << 20  #: bytes of metadata read at most
+
+
+class Header(NamedTuple):
+    """What an ``.npy`` member declares, read before its data."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    fortran: bool
+    nbytes: int
+
+
+def read_npz(path: str, spec: InputSpec, flag: str = "--inputs") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The spec's arrays from an ``.npz`` (dtype and rank checked, converted to native C order), and its
+    metadata (empty when the archive has none). ``flag``: the option that named the file, for messages."""
+    where = f"{flag} {path}"
+    regular_file(path, flag)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise ConfigError(f"{where}: not a readable .npz archive ({exc})") from None
+    with zf:
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in zf.infolist():
+            name = info.filename
+            if not name.endswith(".npy") or name[:-4] in members:
+                raise ConfigError(f"{where}: unexpected member {name!r} (an .npz holds one NAME.npy per array)")
+            members[name[:-4]] = info
+        _names_match(where, spec, set(members) - {META}, "array {} (member {}.npy)")
+        declared = {a.name: a for a in spec.arrays}
+        headers = {name: _header(zf, info, f"{where}: array {name}") for name, info in members.items()}
+        for name, h in headers.items():
+            if name == META:
+                if h.dtype.kind != "U" or h.shape != () or h.nbytes > META_LIMIT:
+                    raise ConfigError(f"{where}: member {META}.npy is not nxgates' metadata")
+            else:
+                _check_declared(f"{where}: array {name}", declared[name], h.dtype, len(h.shape))
+        require(2 * sum(h.nbytes for h in headers.values()), f"{where}: its arrays")  # read, then converted
+        arrays = {name: _read_member(zf, members[name], headers[name], f"{where}: array {name}")
+                  for name in headers}
+    meta = _meta(where, arrays.pop(META)) if META in arrays else {}
+    return {a.name: arrays[a.name] for a in spec.arrays}, meta
+
+
+def read_raw_dir(path: str, spec: InputSpec, params: dict[str, ParamValue], flag: str = "--inputs"
+                 ) -> dict[str, np.ndarray]:
+    """The spec's arrays from ``path/NAME.bin`` raw little-endian dumps, in the shapes the parameters give."""
+    where = f"{flag} {path}"
+    try:
+        found = {f[:-4] for f in os.listdir(path) if f.endswith(".bin")}
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot list the directory: {exc.strerror or exc}") from None
+    _names_match(where, spec, found, "array {} ({}.bin)")
+    shapes = {a.name: a.shape(params) for a in spec.arrays}
+    sizes = {a.name: math.prod(shapes[a.name]) * RAW_DTYPES[a.dtype].itemsize for a in spec.arrays}
+    require(2 * sum(sizes.values()), f"{where}: its arrays")
+    arrays = {}
+    for a in spec.arrays:
+        file = os.path.join(path, f"{a.name}.bin")
+        regular_file(file, f"{where}: array {a.name}:")
+        have = os.stat(file).st_size
+        if have != sizes[a.name]:
+            raise ConfigError(f"{where}: array {a.name}: {a.name}.bin has {have} bytes, expected {sizes[a.name]} "
+                              f"({INPUT_DTYPES[a.dtype]} of shape {_shape_text(a, shapes[a.name])})")
+        try:
+            raw = np.fromfile(file, RAW_DTYPES[a.dtype])
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{where}: array {a.name}: cannot read {a.name}.bin: {exc}") from None
+        if raw.size * raw.itemsize != sizes[a.name]:
+            raise ConfigError(f"{where}: array {a.name}: {a.name}.bin changed while it was read")
+        arrays[a.name] = np.ascontiguousarray(raw.reshape(shapes[a.name]), raw.dtype.newbyteorder("="))
+    return arrays
+
+
+def sizes_of(where: str, spec: InputSpec, arrays: dict[str, np.ndarray]) -> dict[str, tuple[int, str]]:
+    """The parameters the arrays' shapes give: name -> (value, the first array that gave it). Arrays that
+    disagree on a size, or a fixed axis of the wrong length, are refused."""
+    sizes: dict[str, tuple[int, str]] = {}
+    for a in spec.arrays:
+        shape = arrays[a.name].shape
+        for k, (axis, n) in enumerate(zip(a.axes, shape, strict=True)):
+            if n == 0:
+                raise ConfigError(f"{where}: array {a.name}: empty (shape {shape})")
+            if isinstance(axis, int):
+                if n != axis:
+                    raise ConfigError(f"{where}: array {a.name}: axis {k} has length {n}, expected {axis}")
+            elif axis in sizes and sizes[axis][0] != n:
+                value, first = sizes[axis]
+                raise ConfigError(f"{where}: array {a.name}: shape {shape} gives {axis}={n}, but array {first} "
+                                  f"gives {axis}={value}")
+            else:
+                sizes.setdefault(axis, (n, a.name))
+    return sizes
+
+
+def check_finite(where: str, spec: InputSpec, arrays: dict[str, np.ndarray]) -> None:
+    """float32 inputs hold numbers: NaN or Inf is refused, naming the first such cell."""
+    for a in spec.arrays:
+        arr = arrays[a.name]
+        if a.dtype == "float32":
+            bad = ~np.isfinite(arr)
+            if bad.any():
+                first = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise ConfigError(f"{where}: array {a.name}: {int(bad.sum())} value(s) are NaN or Inf "
+                                  f"(first at {first}: {arr[first]})")
+
+
+def _names_match(where: str, spec: InputSpec, found: set[str], form: str) -> None:
+    expected = [a.name for a in spec.arrays]
+    missing = [n for n in expected if n not in found]
+    if missing:
+        raise ConfigError(f"{where}: missing {form.format(missing[0], missing[0])}; the gate's arrays are "
+                          f"{', '.join(expected)}")
+    unexpected = sorted(found - set(expected))
+    if unexpected:
+        raise ConfigError(f"{where}: unexpected {form.format(unexpected[0], unexpected[0])}; the gate's arrays "
+                          f"are {', '.join(expected)}")
+
+
+def _check_declared(where: str, declared: InputArray, dtype: np.dtype, rank: int) -> None:
+    """The element type (either byte order) and the rank the gate declares."""
+    want = np.dtype(INPUT_DTYPES[declared.dtype])
+    if dtype.newbyteorder("=") != want.newbyteorder("=") or dtype.fields is not None:
+        what = "Q20 int64" if declared.dtype == "q20" else str(want)
+        raise ConfigError(f"{where}: dtype {dtype}, expected {what}")
+    if rank != len(declared.axes):
+        raise ConfigError(f"{where}: rank {rank}, expected {len(declared.axes)} "
+                          f"({' x '.join(map(str, declared.axes))})")
+
+
+def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> Header:
+    """A member's ``.npy`` header, and its declared size checked against the member's (before reading)."""
+    try:
+        with zf.open(info) as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+            else:
+                raise ConfigError(f"{where}: .npy format version {version} is not supported (1.0 or 2.0)")
+            offset = fh.tell()
+    except ConfigError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, SyntaxError, TypeError) as exc:
+        raise ConfigError(f"{where}: corrupt member, or not an .npy one ({exc})") from None
+    if dtype.hasobject:
+        raise ConfigError(f"{where}: an object array (refused: nothing is unpickled)")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if info.file_size != offset + nbytes:
+        raise ConfigError(f"{where}: truncated or corrupt: the header declares {dtype} of shape {shape} "
+                          f"({nbytes} bytes), the member holds {info.file_size - offset}")
+    return Header(dtype, tuple(shape), bool(fortran), nbytes)
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, h: Header, where: str) -> np.ndarray:
+    """A member's data, into an array of its declared size, then native byte order and C order."""
+    flat = np.empty(h.nbytes // h.dtype.itemsize if h.dtype.itemsize else 0, h.dtype)
+    try:
+        with zf.open(info) as fh:
+            np.lib.format.read_magic(fh)
+            fh.seek(info.file_size - h.nbytes)
+            _read_into(fh, memoryview(flat).cast("B"), where)
+            if fh.read(1):  # also reads to the end, where zipfile checks the member's CRC
+                raise ConfigError(f"{where}: the member holds more than its header declares")
+    except ConfigError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as exc:
+        raise ConfigError(f"{where}: corrupt member ({exc})") from None
+    shaped = flat.reshape(h.shape[::-1]).T if h.fortran else flat.reshape(h.shape)
+    return shaped.astype(h.dtype.newbyteorder("="), order="C", copy=False)
+
+
+def _read_into(fh: BinaryIO, view: memoryview, where: str) -> None:
+    done = 0
+    while done < len(view):
+        n = fh.readinto(view[done:])
+        if not n:
+            raise ConfigError(f"{where}: truncated: {done} of {len(view)} bytes")
+        done += n
+
+
+def _meta(where: str, arr: np.ndarray) -> dict[str, Any]:
+    try:
+        meta = json.loads(str(arr[()]))
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
+        raise ConfigError(f"{where}: member {META}.npy is not nxgates' metadata")
+    if meta["format"] > FORMAT_VERSION:
+        raise ConfigError(f"{where}: format {meta['format']} is newer than this nxgates reads ({FORMAT_VERSION})")
+    return meta
+
+
+def _shape_text(a: InputArray, shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(f"{axis}={n}" if isinstance(axis, str) else str(n)
+                           for axis, n in zip(a.axes, shape, strict=True)) + ")"
