@@ -105,6 +105,11 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     seconds = time.perf_counter() - start
     if ctx.deadline is not None and time.monotonic() > ctx.deadline:
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
+    given = ctx.options.get("inputs")
+    if given is not None and isinstance(output, GateOutput):  # a run on the user's tensors: key its figures by them
+        from nxgates.core.tensors.read import arrays_digest
+
+        output.metrics["inputs_sha256"] = arrays_digest(given)
     return GateReport(entry.name, dict(params), output, seconds, fault)
 
 

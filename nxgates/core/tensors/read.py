@@ -224,3 +224,18 @@ def _meta(where: str, arr: np.ndarray) -> dict[str, Any]:
 def _shape_text(a: InputArray, shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(f"{axis}={n}" if isinstance(axis, str) else str(n)
                            for axis, n in zip(a.axes, shape, strict=True)) + ")"
+
+
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 over the arrays by name: each name, dtype, shape and little-endian C-order bytes. Two runs on
+    the same tensors share a digest whatever file format carried them."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
