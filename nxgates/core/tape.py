@@ -63,14 +63,18 @@ def constf_array(n: np.ndarray, d: int) -> np.ndarray:
 
 
 def tree_sum(buf: np.ndarray, axis: int) -> np.ndarray:
-    """Sum ``buf`` along ``axis`` by pairwise halving, in place (``buf`` is destroyed); returns a view."""
-    v = np.moveaxis(buf, axis, -1)
-    n = v.shape[-1]
+    """Sum ``buf`` along ``axis`` by pairwise halving, in place (``buf`` is destroyed); returns a view.
+
+    The summed axis is made the leading one, so along the tape's own (axis 0) sums each halving step adds
+    two contiguous blocks and no view of the buffer has to be rearranged first.
+    """
+    v = buf if axis == 0 else np.moveaxis(buf, axis, 0)
+    n = v.shape[0]
     while n > 1:
         h = n // 2
-        np.add(v[..., :h], v[..., n - h : n], out=v[..., :h])
+        np.add(v[:h], v[n - h : n], out=v[:h])
         n -= h
-    return v[..., 0]
+    return v[0, ...]
 
 
 class ArenaFull(RuntimeError):
