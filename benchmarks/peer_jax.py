@@ -37,7 +37,7 @@ def main() -> None:
 
     @jax.jit
     def rows(params, xs, ts):
-        g1, g2 = jax.vmap(jax.grad(loss), in_dims=(None, 0, 0))(params, xs, ts)
+        g1, g2 = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))(params, xs, ts)
         return jnp.concatenate([g1.reshape(B, -1), g2.reshape(B, -1)], axis=1)  # the gate's (B, NP) layout
 
     def once() -> float:

@@ -10,6 +10,7 @@ arena offsets and the has-gradient decisions are the recorded example's: they de
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,13 +53,16 @@ class Program:
             self.steps.append(ReplayStep(kernel, args, slots))
         if len(used) != len(bound):
             raise ValueError(f"bound arrays {sorted(set(range(len(bound))) - used)} reach no step")
+        # what a run calls: a step with nothing bound as one ready call (fewer Python operations a step)
+        self._calls = [step if step.slots else ReplayStep(partial(step.kernel, *step.args), (), ())
+                       for step in self.steps]
 
     def run(self, *bound: np.ndarray) -> Any:
         """Replay the pass on ``bound`` (the same shapes and dtypes as recorded); returns its result."""
         if len(bound) != len(self.signature) or any(
                 a.shape != shape or a.dtype != dtype for a, (shape, dtype) in zip(bound, self.signature, strict=True)):
             raise ValueError("a program replays only on arrays of the shapes and dtypes it was recorded with")
-        for kernel, args, slots in self.steps:
+        for kernel, args, slots in self._calls:
             if slots:
                 args = list(args)
                 for pos, i in slots:
