@@ -187,8 +187,7 @@ def main() -> int:
     targets.append(("parallel-grad large: both executors give the same bits", same_bits, "sha256 equal"))
 
     # ---- the tape against its floor and the batched peers; its other users (benchmarks/bench_tape.py) ------
-    results["tape"], tape_targets = measure_tape(child, serial=pg["large/thread"]["serial_seconds"],
-                                                 parallel=pg["large/process"]["parallel_seconds"])
+    results["tape"], tape_targets = measure_tape(child)
     targets += tape_targets
 
     scale_rows(targets, results)
