@@ -44,10 +44,12 @@ mutation: $(VENV)/.dev-installed
 	echo "mutmut run: $$(( $$(date +%s) - start )) s (log: mutants/run.log)"
 	$(PY) tests/mutation_score.py
 
-# torch for the benchmark's batched peer only (never a dependency): the CPU wheel this machine has on disk.
+# torch and JAX (CPU) for the benchmark's batched peers only (never dependencies): torch's CPU wheel this
+# machine has on disk, and jax with its CPU jaxlib.
 peer-venv:
 	$(PYTHON) -m venv .venv-peer
 	.venv-peer/bin/python -m pip install -q torch==2.13.0 numpy
+	.venv-peer/bin/python -m pip install -q jax jaxlib
 
 clean:
 	rm -rf $(VENV) .venv-peer mutants build dist *.egg-info .pytest_cache .ruff_cache bench-results

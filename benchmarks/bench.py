@@ -6,8 +6,11 @@ Prints a table, writes bench-results/bench.json, and exits 1 if a target is miss
 * lora, large preset: the fast gradcheck at least 50x faster than the seed's naive one (same integers);
   ``nxgates run lora --preset large`` in about a second.
 * parallel-grad, large preset: the parallel pass at least 1.7x faster than the serial pass (2 cores);
-  peak memory within 2 GiB; per-example gradient throughput vs torch.func.vmap(grad) when .venv-peer
-  exists (`make peer-venv`; torch is never a dependency).
+  peak memory within 2 GiB.
+* the tape (benchmarks/bench_tape.py): parallel-grad's serial pass at large within 3x the row-writing floor,
+  its parallel pass on 2 workers faster than JAX's jit(vmap(grad)) and torch.func.vmap(grad) when
+  .venv-peer exists (`make peer-venv`; neither is ever a dependency); dp-train's seconds a step and
+  ta-gradcheck's whole process at large, next to the unrecorded tape's figures.
 * start-up: whole-process ``nxgates run lora`` at most 1.2x ``python -c "import numpy, click, rich"``.
 * scale: parallel-grad's gate time at most 1.3x its timed passes (serial + 2 x parallel), its
   whole process at large within 0.8 s, its peak memory flat in B (B=4096 vs 256 within 1.3x) and xl within
@@ -22,14 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 
 from bench_dask import measure as measure_dask
+from bench_tape import measure as measure_tape
 from measure import ROOT, GiB, child, median, paired_wall, wall, wall_ok
-
-PEER_PYTHON = ROOT / ".venv-peer" / "bin" / "python"
 
 
 def scale_rows(targets: list[tuple[str, bool, str]], results: dict) -> None:
@@ -185,21 +186,9 @@ def main() -> int:
     same_bits = len({v["grads_sha256"] for k, v in pg.items() if k.startswith("large")}) == 1
     targets.append(("parallel-grad large: both executors give the same bits", same_bits, "sha256 equal"))
 
-    # ---- the batched peer ---------------------------------------------------------------------------
-    if PEER_PYTHON.exists():
-        out = subprocess.run([str(PEER_PYTHON), str(ROOT / "benchmarks/peer_torch.py"), "784", "256", "10", "256",
-                              "5"], capture_output=True, text=True, check=True)
-        peer = json.loads(out.stdout)
-        ours = pg["large/process"]["parallel_seconds"]
-        results["peer"] = {**peer, "ours_parallel_seconds": ours, "ours_serial_seconds": pg["large/thread"][
-            "serial_seconds"]}
-        print(f"\nper-example grads at large (B=256): torch {peer['torch']} vmap(grad) {peer['seconds']:.4f} s "
-              f"({256 / peer['seconds']:.0f} ex/s, {peer['threads']} threads); nxgates parallel {ours:.4f} s "
-              f"({256 / ours:.0f} ex/s)")
-        targets.append(("per-example throughput beats torch.func.vmap(grad)", ours < peer["seconds"],
-                        f"{peer['seconds'] / ours:.2f}x torch's"))
-    else:
-        print("\n(torch peer not measured: `make peer-venv` installs torch into .venv-peer, for the benchmark only)")
+    # ---- the tape against its floor and the batched peers; its other users (benchmarks/bench_tape.py) ------
+    results["tape"], tape_targets = measure_tape(child)
+    targets += tape_targets
 
     scale_rows(targets, results)
 

@@ -129,20 +129,37 @@ def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.nd
     """One example's forward and backward on ``tape``; writes [dW1 row-major, dW2 row-major] into ``out``
     and returns the example's loss (a trainer reports it; the gradient gates ignore it).
 
-    ``hooks`` (see :class:`ExampleHooks`) is called inside the pass; ``w1_t`` is W1 transposed, made once
-    per batch (it changes speed, never bits).
+    The tape records the pass once per shape and replays it for every further example (the same
+    operations, so the same bits). ``hooks`` (see :class:`ExampleHooks`) act inside one example's pass, at
+    points a replay does not stop at: a hooked example runs through the ops unrecorded. ``w1_t`` is W1
+    transposed, made once per batch (it changes speed, never bits).
     """
     D, H, O = dims.D, dims.H, dims.O
+    # the pass's bound arrays: what changes from one example (or step, or worker) to the next
+    bound = [x, t, w[: dims.n_w1].reshape(H, D), w[dims.n_w1 :].reshape(O, H),
+             out[: dims.n_w1].reshape(H, D), out[dims.n_w1 :].reshape(O, H)]
+    if w1_t is not None:
+        bound.append(w1_t)
+    if hooks is None:
+        return F32(tape.replay(("mlp", dims, w1_t is not None), _mlp_pass, *bound))
     tape.reset()
+    loss = _mlp_pass(tape, *bound, hooks=hooks)
+    value = F32(loss)
+    tape.reset()  # drop the records (their closures hold views of ``out``) so the arrays can be freed
+    return value
+
+
+def _mlp_pass(tape: Tape, x: np.ndarray, t: np.ndarray, W1: np.ndarray, W2: np.ndarray, dW1: np.ndarray,
+              dW2: np.ndarray, W1_t: np.ndarray | None = None, hooks: ExampleHooks | None = None) -> np.ndarray:
+    """The MLP's forward and backward built from tape ops; returns the loss's value in the arena."""
     nx = tape.leaf(x, requires_grad=False)
     # weights are read-only during the pass: referenced, not copied; their gradients land in ``out``
-    g1, g2 = out[: dims.n_w1].reshape(H, D), out[dims.n_w1 :].reshape(O, H)
-    nW1 = tape.leaf(w[: dims.n_w1].reshape(H, D), copy=False, grad_out=g1, transposed=w1_t)
+    nW1 = tape.leaf(W1, copy=False, grad_out=dW1, transposed=W1_t)
     nh = tape.matvec(nW1, nx)
     if hooks is not None:
         hooks.after_hidden(tape, nh)
     na = tape.relu(nh)
-    nW2 = tape.leaf(w[dims.n_w1 :].reshape(O, H), copy=False, grad_out=g2)
+    nW2 = tape.leaf(W2, copy=False, grad_out=dW2)
     ny = tape.matvec(nW2, na)
     nt = tape.leaf(t, requires_grad=False)
     loss = tape.mse(ny, nt)
@@ -150,6 +167,4 @@ def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.nd
         hooks.before_backward()
     tape.backward(loss)
     tape.grad(nW1), tape.grad(nW2)  # zero-fills a gradient nothing reached
-    value = F32(tape.val(loss))
-    tape.reset()  # drop the records (their closures hold views of ``out``) so the arrays can be freed
-    return value
+    return tape.val(loss)

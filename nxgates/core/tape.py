@@ -11,17 +11,45 @@ give the same bits whatever the thread, process, memory address, worker count or
 
 Gradients: the first contribution to a node's gradient is stored, later ones are added (so no pass
 zeroes the arena). Data leaves (``requires_grad=False``) get no gradient.
+
+Record and replay. Every numpy effect of an op goes through :meth:`Tape._step` as a kernel (a function
+of arrays and flags). :meth:`Tape.record` keeps those steps as a :class:`~nxgates.core.program.Program`,
+which replays them for the next example of the same shapes with only the bound arrays exchanged: the
+same operations in the same order, without building the graph again.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-F32 = np.float32
+from nxgates.core.kernels import (
+    F32,
+    Reduce,
+    broadcast_grad,
+    fill_one,
+    fill_zero,
+    matmul_forward,
+    matmul_left_grad,
+    matmul_right_grad,
+    matvec_forward,
+    matvec_input_grad,
+    mse_forward,
+    mse_grad,
+    negated_grad,
+    outer_add,
+    outer_into,
+    product_grad,
+    relu_forward,
+    relu_input_grad,
+    store_or_add,
+    sum_forward,
+)
+from nxgates.core.program import Program, Step
 
 
 def constf(n: int, d: int) -> np.float32:
@@ -35,14 +63,18 @@ def constf_array(n: np.ndarray, d: int) -> np.ndarray:
 
 
 def tree_sum(buf: np.ndarray, axis: int) -> np.ndarray:
-    """Sum ``buf`` along ``axis`` by pairwise halving, in place (``buf`` is destroyed); returns a view."""
-    v = np.moveaxis(buf, axis, -1)
-    n = v.shape[-1]
+    """Sum ``buf`` along ``axis`` by pairwise halving, in place (``buf`` is destroyed); returns a view.
+
+    The summed axis is made the leading one, so along the tape's own (axis 0) sums each halving step adds
+    two contiguous blocks and no view of the buffer has to be rearranged first.
+    """
+    v = buf if axis == 0 else np.moveaxis(buf, axis, 0)
+    n = v.shape[0]
     while n > 1:
         h = n // 2
-        np.add(v[..., :h], v[..., n - h : n], out=v[..., :h])
+        np.add(v[:h], v[n - h : n], out=v[:h])
         n -= h
-    return v[..., 0]
+    return v[0, ...]
 
 
 def sequential_sum(buf: np.ndarray, axis: int) -> np.ndarray:
@@ -89,10 +121,10 @@ class Node:
 
 
 class Tape:
-    """A private arena plus the op records of one forward pass."""
+    """A private arena plus the op records of one forward pass, and the programs recorded on the arena."""
 
     def __init__(self, capacity: int, vals: np.ndarray | None = None, grads: np.ndarray | None = None,
-                 reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum):
+                 reduce: Reduce = tree_sum):
         self.reduce = reduce  #: every sum of every op: (buffer, axis) -> the sums, destroying the buffer
         self.vals = np.zeros(capacity, F32) if vals is None else vals
         self.grads = np.zeros(capacity, F32) if grads is None else grads
@@ -102,6 +134,42 @@ class Tape:
         self.nodes: list[Node] = []
         self.top = 0
         self._scratch = np.empty(0, F32)
+        self._steps: list[Step] | None = None  #: the steps being recorded, on a recording copy only
+        self.programs: dict[Hashable, Program] = {}
+
+    def __getstate__(self) -> dict:
+        """A copy elsewhere (another process) records its own programs: theirs hold this process's views."""
+        return dict(self.__dict__, programs={})
+
+    # ---- record and replay ------------------------------------------------------------------------------
+
+    def _step(self, kernel: Callable[..., Any], *args: Any) -> None:
+        """Run one kernel of an op (and keep it, while recording)."""
+        kernel(*args)
+        if self._steps is not None:
+            self._steps.append((kernel, args))
+
+    def record(self, build: Callable[..., Any], *bound: np.ndarray) -> Program:
+        """Run ``build(tape, *bound)`` (a pass made of this tape's ops) once and keep it as a program.
+
+        The pass runs on a recording copy of the tape that shares this tape's arenas and reduction, so the
+        program writes where this tape writes; this tape's own records are left as they are.
+        """
+        recorder = object.__new__(type(self))
+        recorder.__dict__.update(self.__dict__, nodes=[], top=0, _steps=[], programs={})
+        result = build(recorder, *bound)
+        steps = recorder._steps
+        recorder.reset()
+        return Program(steps, bound, result)
+
+    def replay(self, key: Hashable, build: Callable[..., Any], *bound: np.ndarray) -> Any:
+        """``build``'s pass on ``bound``: recorded under ``key`` the first time, replayed after; returns
+        what the pass returned (a view into the arena, current after each run)."""
+        program = self.programs.get(key)
+        if program is None:
+            program = self.programs[key] = self.record(build, *bound)
+            return program.result
+        return program.run(*bound)
 
     # ---- arena ------------------------------------------------------------------------------------------
 
@@ -135,7 +203,7 @@ class Tape:
         """The gradient of ``n`` after :meth:`backward` (zeros if nothing reached it)."""
         g = self.val_grad(n)
         if not n.has_grad:
-            g[...] = 0
+            self._step(fill_zero, g)
             n.has_grad = True
         return g
 
@@ -146,14 +214,10 @@ class Tape:
             self._scratch = np.empty(size, F32)
         return self._scratch[:size].reshape(shape)
 
-    def _acc(self, n: Node, contribution: np.ndarray) -> None:
-        """Add ``contribution`` to ``n``'s gradient (stored as is if it is the first)."""
-        g = self.val_grad(n)
-        if n.has_grad:
-            np.add(g, contribution, out=g)
-        else:
-            g[...] = contribution
-            n.has_grad = True
+    def _acc(self, n: Node, kernel: Callable[..., None], *args: Any) -> None:
+        """Add what ``kernel(*args, dst, first)`` contributes to ``n``'s gradient (stored if the first)."""
+        self._step(kernel, *args, self.val_grad(n), not n.has_grad)
+        n.has_grad = True
 
     # ---- ops: forward, then backward -----------------------------------------------------------------
 
@@ -171,7 +235,7 @@ class Tape:
             raise ValueError(f"grad_out must be float32 of shape {data.shape}")
         if copy:
             n = self._new(tuple(data.shape))
-            self.val(n)[...] = data
+            self._step(np.copyto, self.val(n), data)
         elif grad_out is None:  # a referenced leaf's gradient (zeros for data) needs arena room of its own
             n = self._new(tuple(data.shape))
             n.value_ref = data
@@ -194,24 +258,20 @@ class Tape:
         """
         out = self._new((W.shape[0],), (W, x))
         Wv, xv = self.val(W), self.val(x)
-        WT = W.transposed_ref if W.transposed_ref is not None else Wv.T
-        prod_t = self.scratch(WT.shape)
-        np.multiply(WT, xv[:, None], out=prod_t)
-        self.val(out)[...] = self.reduce(prod_t, 0)
+        prod_t = self.scratch(W.shape[::-1])
+        self._step(matvec_forward, self.reduce, Wv, W.transposed_ref, xv, prod_t, self.val(out))
         prod = prod_t.reshape(W.shape)  # the same scratch, reused as backward's (m, n) buffer
 
         def backward() -> None:
             g = self.val_grad(out)
             if W.requires_grad:  # dW[i,j] = g[i] * x[j]: one product per cell, nothing to reduce
                 if W.has_grad:
-                    np.multiply(g[:, None], xv[None, :], out=prod)
-                    self._acc(W, prod)
+                    self._step(outer_add, g, xv, prod, self.val_grad(W))
                 else:  # first contribution: straight into W's gradient
-                    np.multiply(g[:, None], xv[None, :], out=self.val_grad(W))
+                    self._step(outer_into, g, xv, self.val_grad(W))
                     W.has_grad = True
             if x.requires_grad:  # dx[j] = sum_i W[i,j] * g[i]
-                np.multiply(Wv, g[:, None], out=prod)
-                self._acc(x, self.reduce(prod, 0))
+                self._acc(x, matvec_input_grad, self.reduce, Wv, g, prod)
 
         out.backward = backward
         return out
@@ -222,17 +282,14 @@ class Tape:
         out = self._new((m, n), (A, B))
         Av, Bv = self.val(A), self.val(B)
         prod = self.scratch((m, k, n))
-        np.multiply(Av[:, :, None], Bv[None, :, :], out=prod)
-        self.val(out)[...] = self.reduce(prod, 1)
+        self._step(matmul_forward, self.reduce, Av, Bv, prod, self.val(out))
 
         def backward() -> None:
             g = self.val_grad(out)
             if A.requires_grad:  # dA[i,k] = sum_j g[i,j] * B[k,j]
-                np.multiply(g[:, None, :], Bv[None, :, :], out=prod)
-                self._acc(A, self.reduce(prod, 2))
+                self._acc(A, matmul_left_grad, self.reduce, g, Bv, prod)
             if B.requires_grad:  # dB[k,j] = sum_i A[i,k] * g[i,j]
-                np.multiply(Av[:, :, None], g[:, None, :], out=prod)
-                self._acc(B, self.reduce(prod, 0))
+                self._acc(B, matmul_right_grad, self.reduce, Av, g, prod)
 
         out.backward = backward
         return out
@@ -240,13 +297,13 @@ class Tape:
     def add(self, a: Node, b: Node) -> Node:
         """``a + b`` (same shapes)."""
         out = self._new(a.shape, (a, b))
-        np.add(self.val(a), self.val(b), out=self.val(out))
+        self._step(np.add, self.val(a), self.val(b), self.val(out))
 
         def backward() -> None:
             g = self.val_grad(out)
             for p in (a, b):
                 if p.requires_grad:
-                    self._acc(p, g)
+                    self._acc(p, store_or_add, g)
 
         out.backward = backward
         return out
@@ -255,14 +312,14 @@ class Tape:
         """``a * b`` element-wise (same shapes)."""
         out = self._new(a.shape, (a, b))
         av, bv = self.val(a), self.val(b)
-        np.multiply(av, bv, out=self.val(out))
+        self._step(np.multiply, av, bv, self.val(out))
 
         def backward() -> None:
             g = self.val_grad(out)
             if a.requires_grad:
-                self._acc(a, g * bv)
+                self._acc(a, product_grad, g, bv)
             if b.requires_grad:
-                self._acc(b, g * av)
+                self._acc(b, product_grad, g, av)
 
         out.backward = backward
         return out
@@ -271,11 +328,11 @@ class Tape:
         """``max(a, 0)``; its derivative at 0 is 0."""
         out = self._new(a.shape, (a,))
         av = self.val(a)
-        self.val(out)[...] = np.where(av > 0, av, F32(0))
+        self._step(relu_forward, av, self.val(out))
 
         def backward() -> None:
             if a.requires_grad:
-                self._acc(a, self.relu_grad(av, self.val_grad(out)))
+                self._acc(a, relu_input_grad, self.relu_grad, av, self.val_grad(out))
 
         out.backward = backward
         return out
@@ -288,13 +345,11 @@ class Tape:
     def sum(self, a: Node) -> Node:
         """The sum of all elements, as a scalar node."""
         out = self._new((), (a,))
-        buf = self.scratch((a.size,))
-        buf[...] = self.val(a).reshape(-1)
-        self.val(out)[...] = self.reduce(buf, 0)
+        self._step(sum_forward, self.reduce, self.val(a), self.scratch((a.size,)), self.val(out))
 
         def backward() -> None:
             if a.requires_grad:
-                self._acc(a, np.broadcast_to(self.val_grad(out), a.shape))
+                self._acc(a, broadcast_grad, self.val_grad(out))
 
         out.backward = backward
         return out
@@ -302,17 +357,16 @@ class Tape:
     def mse(self, y: Node, t: Node) -> Node:
         """``mean((y - t)^2)``: the tree sum of squared differences divided by float32(n)."""
         out = self._new((), (y, t))
-        n = F32(y.size)
-        diff = self.val(y) - self.val(t)
-        sq = diff * diff
-        self.val(out)[...] = self.reduce(sq.reshape(-1), 0) / n
+        diff, sq = np.empty(y.shape, F32), np.empty(y.shape, F32)  # diff is kept for the backward
+        self._step(mse_forward, self.reduce, self.val(y), self.val(t), diff, sq, self.val(out))
 
         def backward() -> None:
-            dy = (diff * (F32(2) / n)) * self.val_grad(out)  # d/dy = 2 (y - t) / n
+            dy = sq  # the squares are spent: their buffer takes the gradient
+            self._step(mse_grad, diff, self.val_grad(out), dy)
             if y.requires_grad:
-                self._acc(y, dy)
+                self._acc(y, store_or_add, dy)
             if t.requires_grad:
-                self._acc(t, -dy)
+                self._acc(t, negated_grad, dy)
 
         out.backward = backward
         return out
@@ -325,7 +379,7 @@ class Tape:
             raise ValueError("backward starts from a scalar node")
         for n in self.nodes:
             n.has_grad = False
-        self.grads[loss.offset] = F32(1)
+        self._step(fill_one, self.val_grad(loss))
         loss.has_grad = True
         for n in reversed(self.nodes):
             if n.backward is not None and n.has_grad and n.requires_grad:

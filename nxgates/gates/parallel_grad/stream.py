@@ -109,13 +109,13 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     soon as it is made, while the next example is computed, and a chunk's fold (the tasks' counts, rows no
     task counted, save, T4) runs during the next chunk's serial pass. The thread takes its work in order, so
     the digest is the rows' in example order. The bit comparisons themselves are done by the re-run's tasks
-    (:func:`run_task`): the helper's SHA-256 alone nearly fills the serial pass.
+    (:func:`run_task`): the helper's SHA-256 alone more than fills the serial pass.
 
-    The SHA-256 is a chain, on one core, and about as slow as the serial pass: so a chunk's hashing may run
-    on into the next chunk's serial pass (the serial rows are double-buffered for that), and it pauses while
-    the workers have both cores (``cores_free``), so the parallel passes are timed alone. Joining the previous
-    chunk's fold before a parallel pass (its parallel rows are about to be overwritten) also joins the hashing
-    queued before it, so a serial buffer is hashed before it is written again.
+    The SHA-256 is a chain, on one core, and slower than the serial pass: so a chunk's hashing may run on
+    into the re-run and the next chunk's serial pass (the serial rows are double-buffered for that), and it
+    pauses while the workers run the timed parallel pass (``cores_free``), so that pass is timed alone.
+    Joining the previous chunk's fold before a parallel pass (its parallel rows are about to be overwritten)
+    also joins the hashing queued before it, so a serial buffer is hashed before it is written again.
     """
     dims = job.dims
     tally = Tally()
@@ -125,7 +125,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
     folding: Future | None = None
     hashing: Future | None = None
-    cores_free = threading.Event()  # cleared while the workers run a pass: the helper's hashing waits
+    cores_free = threading.Event()  # cleared while the workers run the timed pass: the helper's hashing waits
     cores_free.set()
     with ThreadPoolExecutor(1, thread_name_prefix="nxgates-fold") as folder:
         try:
@@ -157,8 +157,8 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
                 back = (None, None) if job.rows_shared else job.outputs  # where returned rows land
                 cores_free.clear()
                 first_pass = parallel_pass(ctx, pool, handle, 0, examples, k % 2, back[0])
+                cores_free.set()  # the re-run is not timed: the helper hashes beside it
                 rerun = parallel_pass(ctx, pool, handle, 1, examples, k % 2, back[1])
-                cores_free.set()
                 tally.records += first_pass.records
                 tally.records2 += rerun.records
                 tally.waited, tally.waited2 = first_pass.waited, rerun.waited
@@ -186,7 +186,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
 
 
 def _take_when_free(tally: Tally, row: np.ndarray, cores_free: threading.Event) -> None:
-    """Hash a serial row on the helper thread once the workers are not running a pass."""
+    """Hash a serial row on the helper thread once the workers are not running the timed pass."""
     cores_free.wait()
     tally.take_serial_rows(row)
 

@@ -1,0 +1,103 @@
+"""The tape's rows of `make bench`: parallel-grad at large against the row-writing floor and the batched
+peers (JAX, torch), and the tape's other users next to the unrecorded tape's figures. ``python
+benchmarks/bench_tape.py`` measures these rows alone (parallel-grad at large included)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+
+from floors import row_writing_seconds
+from measure import PEER_PYTHON, ROOT, median, wall_ok
+
+#: the same figures of the tape that rebuilt its graph for every example, on this 2-core machine: what the
+#: recorded pass is read against (no target: the machine is shared, so these are for the record)
+UNRECORDED = {"dp-train large serial step": 0.17, "dp-train large parallel step": 0.10,
+              "ta-gradcheck large whole process": 0.17}
+#: the serial pass at most this many times the row-writing floor
+FLOOR_RATIO = 3.0
+PEERS = (("jax", "jit(vmap(grad))"), ("torch", "torch.func.vmap(grad)"))
+
+
+def run_peer(name: str, repeats: int = 3) -> dict | None:
+    """benchmarks/peer_NAME.py at large in .venv-peer: its JSON line, or None without the peer."""
+    if not PEER_PYTHON.exists():
+        return None
+    out = subprocess.run([str(PEER_PYTHON), str(ROOT / f"benchmarks/peer_{name}.py"), "784", "256", "10", "256",
+                          str(repeats)], capture_output=True, text=True, check=False)
+    if out.returncode != 0 and "ModuleNotFoundError" in out.stderr:
+        return None
+    if out.returncode != 0:
+        raise RuntimeError(f"peer_{name}.py failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+def measure(child: Callable[[dict], dict], rounds: int = 5) -> tuple[dict, list]:
+    """The rows. The machine's speed drifts (it is shared), so each ratio is paired: every round runs
+    parallel-grad at large once (process executor, 2 workers: its serial and parallel pass), then the floor
+    and each peer right after it; a ratio is the median of the rounds' ratios."""
+    results: dict = {"rounds": []}
+    targets: list[tuple[str, bool, str]] = []
+    print(f"\nthe tape (parallel-grad at large, paired with the floor and the peers: medians of {rounds} rounds)")
+    for _ in range(rounds):
+        run = child({"gate": "parallel-grad", "preset": "large", "sets": ["executor=process"], "repeat": 1})
+        m = run["runs"][0]["metrics"]
+        results["rounds"].append({"serial_seconds": m["serial_seconds"], "parallel_seconds": m["parallel_seconds"],
+                                  "floor_seconds": row_writing_seconds(784, 256, 10, 256, repeats=3),
+                                  **{name: run_peer(name) for name, _ in PEERS}})
+    rounds_ = results["rounds"]
+    serial = median(r["serial_seconds"] for r in rounds_)
+    parallel = median(r["parallel_seconds"] for r in rounds_)
+    floor = median(r["floor_seconds"] for r in rounds_)
+    ratio = median(r["serial_seconds"] / r["floor_seconds"] for r in rounds_)
+    results["floor"] = {"row_writing_seconds": floor, "serial_seconds": serial, "ratio": ratio}
+    each = ", ".join(f"{r['serial_seconds'] / r['floor_seconds']:.2f}" for r in rounds_)
+    print(f"  serial pass {serial:.4f} s; row-writing floor (outer products into (40, NP) rows) {floor:.4f} s; "
+          f"serial / floor = {ratio:.2f}x ({each})")
+    targets.append((f"parallel-grad large: serial pass <= {FLOOR_RATIO:g}x the row-writing floor",
+                    ratio <= FLOOR_RATIO, f"{ratio:.2f}x"))
+    for name, what in PEERS:
+        if any(r[name] is None for r in rounds_):
+            results[name] = None
+            print(f"  parallel pass vs {name} {what}: no peer (`make peer-venv` installs it into .venv-peer)")
+            continue
+        peer = median(r[name]["seconds"] for r in rounds_)
+        speed = median(r[name]["seconds"] / r["parallel_seconds"] for r in rounds_)
+        results[name] = {"version": rounds_[0][name][name], "seconds": peer, "speed": speed}
+        each = ", ".join(f"{r[name]['seconds'] / r['parallel_seconds']:.2f}" for r in rounds_)
+        print(f"  parallel pass on 2 workers {parallel:.4f} s ({256 / parallel:.0f} ex/s); {name} "
+              f"{rounds_[0][name][name]} {what} {peer:.4f} s ({256 / peer:.0f} ex/s): {speed:.2f}x {name}'s speed "
+              f"({each})")
+        targets.append((f"parallel-grad large: parallel pass faster than {name} {what}", speed > 1,
+                        f"{speed:.2f}x {name}'s speed"))
+
+    for executor in ("thread", "process"):
+        m = child({"gate": "dp-train", "preset": "large", "sets": [f"executor={executor}"], "repeat": 3})
+        runs = [r["metrics"] for r in m["runs"]]
+        ser = median(r["serial_seconds"] / r["steps"] for r in runs)
+        par = median(r["parallel_seconds"] / r["steps"] for r in runs)
+        results[f"dp_train_large_{executor}"] = {"serial_step_seconds": ser, "parallel_step_seconds": par}
+        print(f"  dp-train large ({executor}): {ser:.3f} s a step serial (unrecorded tape "
+              f"{UNRECORDED['dp-train large serial step']:.2f}), {par:.3f} s a step parallel (unrecorded tape "
+              f"{UNRECORDED['dp-train large parallel step']:.2f}); medians of 3")
+    nxgates = str(ROOT / ".venv/bin/nxgates")
+    seconds, ok = wall_ok([nxgates, "run", "ta-gradcheck", "--preset", "large", "-q"], 5)
+    results["ta_gradcheck_large_whole_process_seconds"] = seconds
+    print(f"  ta-gradcheck large, whole process: {seconds:.2f} s, green={ok} (unrecorded tape "
+          f"{UNRECORDED['ta-gradcheck large whole process']:.2f} s; median of 5)")
+    return results, targets
+
+
+def main() -> int:
+    from measure import child
+
+    _, targets = measure(child)
+    for name, ok, figure in targets:
+        print(f"  {'MET   ' if ok else 'MISSED'} {name}: {figure}")
+    return 0 if all(ok for _, ok, _ in targets) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
