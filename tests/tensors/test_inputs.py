@@ -49,6 +49,7 @@ def test_export_then_inputs_reproduces_every_number(tmp_path, gate, pairs):
     # the sizes come from the arrays: only the parameters that are not sizes are given again
     others = [p for p in pairs if p.split("=")[0] not in ("T", "DM", "R", "D", "H", "O", "B")]
     given = numbers(tmp_path, gate, "--inputs", "in.npz", *sets(others))
+    assert len(given["metrics"].pop("inputs_sha256")) == 64  # the run says which tensors it ran on
     assert given == formula
 
 
@@ -63,7 +64,11 @@ def test_raw_dumps_reproduce_every_number(tmp_path, gate, pairs):
                 arr = npz[name]
                 (raw / f"{name}.bin").write_bytes(arr.astype(RAW[arr.dtype.name]).tobytes())
     (raw / "README").write_text("other files are ignored")
-    assert numbers(tmp_path, gate, "--inputs", "raw", *sets(pairs)) == numbers(tmp_path, gate, *sets(pairs))
+    from_raw = numbers(tmp_path, gate, "--inputs", "raw", *sets(pairs))
+    from_npz = numbers(tmp_path, gate, "--inputs", "in.npz")
+    # the same tensors, whatever carried them: the same digest, and every number of the formula run
+    assert from_raw["metrics"].pop("inputs_sha256") == from_npz["metrics"]["inputs_sha256"]
+    assert from_raw == numbers(tmp_path, gate, *sets(pairs))
 
 
 def test_the_archive_holds_the_gate_its_parameters_and_a_format_version_without_pickle(tmp_path):
