@@ -71,21 +71,7 @@ NOT_EXACT = {
 }
 
 
-STILL_ACCEPTED = {  # case -> the defect, an xfail until the parser refuses it; the other cases are refused
-    "lora-leading-zero-L_q32": "a leading zero in L_q32 is accepted",
-    "lora-leading-zero-rank": "a leading zero in the banner's rank is accepted",
-    "lora-leading-zero-cells": "a leading zero in a passed/cells count is accepted",
-    "lora-leading-zero-cell-index": "a leading zero in a failing cell's index is accepted",
-    "lora-minus-zero-worst": "-0 as a worst permil is accepted",
-    "lora-verdict-tail-of-the-other-verdict": "a GREEN verdict with the RED verdict's tail is accepted",
-    "lora-red-verdict-with-green-tail": "a RED verdict with the GREEN verdict's tail is accepted",
-    "pg-leading-zero-completed": "leading zeros in completed=N/B are accepted",
-    "pg-minus-zero-mismatches": "-0 as bit-mismatches is accepted",
-    "pg-leading-zero-checked": "a leading zero in checked=K/TOTAL is accepted",
-    "pg-thirty-digit-workers": "a 30-digit workers= is accepted",
-    "pg-leading-zero-workers": "a leading zero in workers= is accepted",
-    "pg-leading-zero-passed": "a leading zero in passed N / M is accepted",
-}
+STILL_ACCEPTED: dict[str, str] = {}  # case -> the defect, an xfail while the parser accepts it
 
 
 def cases(table: dict, still_accepted: dict) -> list:
@@ -110,10 +96,7 @@ SOURCE_NOT_EXACT = {
 }
 
 
-SOURCE_STILL_ACCEPTED = {
-    "leading-zero": "--source accepts T = 03",
-    "only-in-a-multiline-block-comment": "--source reads a constant that exists only inside a /* */ comment",
-}
+SOURCE_STILL_ACCEPTED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", cases(SOURCE_NOT_EXACT, SOURCE_STILL_ACCEPTED))
@@ -146,7 +129,6 @@ def non_canonical_edit(draw):
     return gate, text[:at] + insert + text[at:], f"{kind} {insert!r} at {m.group()!r} (offset {at})"
 
 
-@pytest.mark.xfail(strict=True, reason="crosscheck accepts figures in forms the seed's printer never writes")
 @settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(edit=non_canonical_edit())
