@@ -186,14 +186,12 @@ def pg_red_t2() -> str:
 
 
 @needs_dask
-@pytest.mark.xfail(strict=True, reason="on a one-worker cluster crosscheck agrees with a RED T2 log no seed prints")
 def test_an_impossible_red_log_is_not_green_on_a_one_worker_cluster(tmp_path, one_worker_scheduler):
     env = {**os.environ, "NXGATES_DASK_SCHEDULER": one_worker_scheduler}
     assert_not_accepted(cross(tmp_path, "parallel-grad", pg_red_t2(), "--set", "executor=dask", env=env))
 
 
 @needs_dask
-@pytest.mark.xfail(strict=True, reason="crosscheck does not refuse a pool that cannot show parallelism")
 def test_a_one_worker_cluster_is_refused_not_a_disagreement(tmp_path, one_worker_scheduler):
     env = {**os.environ, "NXGATES_DASK_SCHEDULER": one_worker_scheduler}
     r = cross(tmp_path, "parallel-grad", PG, "--set", "executor=dask", env=env)
