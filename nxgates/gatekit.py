@@ -379,6 +379,9 @@ class GateDef:
     selftest_variants: Callable[[], tuple[Variant, ...]] = lambda: ()
     #: the seed program's log format, for ``nxgates crosscheck``; a function, so a run never imports it
     seed_log: Callable[[], SeedLog] | None = None
+    #: why ``fault`` cannot change anything at these parameters (planting it there is a usage error, not a
+    #: green run), or None where it can and a check must catch it
+    fault_applies: Callable[[str, dict[str, ParamValue]], str | None] = lambda fault, params: None
 
 
 class _PendingCells(NamedTuple):
