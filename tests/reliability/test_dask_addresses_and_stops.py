@@ -60,7 +60,6 @@ def not_a_scheduler_runs(fake_scheduler, tmp_path_factory) -> dict[str, tuple[st
     return results
 
 
-@pytest.mark.xfail(strict=True, reason="an address that accepts TCP but is not a Dask scheduler hangs past --timeout")
 @pytest.mark.parametrize("case", sorted(NOT_A_SCHEDULER))
 def test_an_address_that_is_not_a_scheduler_is_exit_2_in_time(not_a_scheduler_runs, case):
     address, r = not_a_scheduler_runs[case]
@@ -72,7 +71,6 @@ def test_an_address_that_is_not_a_scheduler_is_exit_2_in_time(not_a_scheduler_ru
 # ---- 8. a cap on Dask workers, and quiet stops ------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="--executor dask has no worker cap: it starts them all (32: then exit 3)")
 @pytest.mark.parametrize("workers", [32, 1023])
 def test_a_dask_worker_count_past_the_cap_is_refused_at_once(tmp_path, workers):
     if 8 * (os.cpu_count() or 1) >= workers:

@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from nxgates.core.cpus import auto_workers
+from nxgates.core.pool.dask_address import probe_scheduler
+from nxgates.core.pool.forked import PROCESS_WORKERS_PER_CPU, max_process_workers
 from nxgates.core.pool.local import WorkerPool
 from nxgates.core.pool.shared import TaskRecord, forget, register
 from nxgates.errors import ConfigError
@@ -72,6 +74,15 @@ def local_cluster(n_workers: int) -> Any:
         return distributed.LocalCluster(
             n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1",
             silence_logs=logging.ERROR, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+
+
+def check_local_workers(n_workers: int) -> None:
+    """A LocalCluster's workers are processes like forked ones: the same cap, a usage error (exit 2) before
+    any starts. (A cluster at a scheduler address brings its own workers: no cap.)"""
+    if n_workers > (cap := max_process_workers()):
+        raise ConfigError(f"workers={n_workers} is more than the dask executor starts on this machine (at most "
+                          f"{cap}: {PROCESS_WORKERS_PER_CPU} per usable CPU, within the memory budget); use fewer "
+                          "workers or a cluster at --scheduler ADDRESS")
 
 
 @contextmanager
@@ -154,6 +165,7 @@ class DaskWorkerPool(WorkerPool):
         if scheduler is None:
             logging.getLogger("distributed").setLevel(logging.ERROR)  # a restarted worker is reported by us
             n = n_workers or auto_workers()
+            check_local_workers(n)
             with _interrupt_after():
                 if _SESSIONS:  # borrowed: the session, not this pool, stops it
                     cluster = _borrow_local_cluster(n)
@@ -162,6 +174,7 @@ class DaskWorkerPool(WorkerPool):
             client = self._client = distributed.Client(cluster, timeout=CONNECT_SECONDS)
             client.wait_for_workers(n, timeout=60)
             return client, sorted(client.scheduler_info(n_workers=-1)["workers"])[:n]
+        probe_scheduler(scheduler, CONNECT_SECONDS)
         try:
             client = distributed.Client(scheduler, timeout=CONNECT_SECONDS)
         except Exception as exc:  # refused, unresolvable, malformed, timed out: all the user's address
