@@ -8,17 +8,15 @@ import pytest
 from tests.reliability.conftest import nx
 
 UNCAUGHT_TODAY = [
-    ("dp-train", "completion-order", ["--set", "B=2"], False),
-    ("dp-train", "completion-order", ["--set", "B=3"], False),
-    ("dp-train", "stale-weights", ["--set", "workers=64"], False),
-    ("lora-train", "stale-grad", ["--set", "T=1", "--set", "DM=1", "--set", "R=1"], True),
+    ("dp-train", "completion-order", ["--set", "B=2"]),
+    ("dp-train", "completion-order", ["--set", "B=3"]),
+    ("dp-train", "stale-weights", ["--set", "workers=64"]),
+    ("lora-train", "stale-grad", ["--set", "T=1", "--set", "DM=1", "--set", "R=1"]),
 ]
 
 
-@pytest.mark.parametrize("gate, fault, sets", [
-    pytest.param(g, f, s, marks=[pytest.mark.xfail(
-        strict=True, reason="the planted fault is not caught at this size, so --inject exits 0")] if still else [])
-    for g, f, s, still in UNCAUGHT_TODAY], ids=[f"{g}-{f}-{'-'.join(s[1::2])}" for g, f, s, _ in UNCAUGHT_TODAY])
+@pytest.mark.parametrize("gate, fault, sets", UNCAUGHT_TODAY,
+                         ids=[f"{g}-{f}-{'-'.join(s[1::2])}" for g, f, s in UNCAUGHT_TODAY])
 def test_a_planted_fault_is_caught_or_refused(tmp_path, gate, fault, sets):
     r = nx("run", gate, "--inject", fault, *sets, cwd=tmp_path)
     assert r.returncode in (1, 2), (r.returncode, r.stdout[-1500:], r.stderr)
