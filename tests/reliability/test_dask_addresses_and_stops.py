@@ -121,7 +121,6 @@ def stop_a_dask_run(tmp_path: Path, how: signal.Signals | None) -> tuple[Done, l
 STOPPED = {signal.SIGTERM: (143, "nxgates: terminated (SIGTERM)"), signal.SIGINT: (130, "nxgates: interrupted")}
 
 
-@pytest.mark.xfail(strict=True, reason="a stopped Dask run prints distributed's tracebacks and leaves scratch dirs")
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stopped_dask_run_is_one_line_and_leaves_nothing(tmp_path, how):
     r, left = stop_a_dask_run(tmp_path, how)
@@ -131,7 +130,6 @@ def test_a_stopped_dask_run_is_one_line_and_leaves_nothing(tmp_path, how):
     assert left == [], left
 
 
-@pytest.mark.xfail(strict=True, reason="a Dask run stopped by --timeout prints distributed's tracebacks")
 def test_a_dask_run_past_its_timeout_is_quiet(tmp_path):
     r, left = stop_a_dask_run(tmp_path, None)
     assert r.returncode == 1 and "timed out" in r.stdout, (r.returncode, r.stdout[-1000:])
