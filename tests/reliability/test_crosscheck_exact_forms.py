@@ -71,15 +71,7 @@ NOT_EXACT = {
 }
 
 
-STILL_ACCEPTED: dict[str, str] = {}  # case -> the defect, an xfail while the parser accepts it
-
-
-def cases(table: dict, still_accepted: dict) -> list:
-    return [pytest.param(case, id=case, marks=[pytest.mark.xfail(strict=True, reason=still_accepted[case])]
-                         if case in still_accepted else []) for case in sorted(table)]
-
-
-@pytest.mark.parametrize("case", cases(NOT_EXACT, STILL_ACCEPTED))
+@pytest.mark.parametrize("case", sorted(NOT_EXACT))
 def test_a_figure_not_in_the_printers_exact_form_is_not_accepted(tmp_path, case):
     gate, text, args = NOT_EXACT[case]
     assert_not_accepted(cross(tmp_path, gate, text, *args))
@@ -96,10 +88,7 @@ SOURCE_NOT_EXACT = {
 }
 
 
-SOURCE_STILL_ACCEPTED: dict[str, str] = {}
-
-
-@pytest.mark.parametrize("case", cases(SOURCE_NOT_EXACT, SOURCE_STILL_ACCEPTED))
+@pytest.mark.parametrize("case", sorted(SOURCE_NOT_EXACT))
 def test_a_source_constant_not_a_plain_literal_is_refused(tmp_path, case):
     (tmp_path / "gate.nx").write_text(SOURCE_NOT_EXACT[case])
     r = cross(tmp_path, "lora", LORA, "--source", "gate.nx")
