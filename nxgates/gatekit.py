@@ -32,7 +32,10 @@ __all__ = ["ChoiceParam", "ConfigError", "Fault", "Figure", "GateDef", "GateOutp
 
 ParamValue = int | str
 _INT = r"[+-]?[0-9]{1,30}"  #: compiled on first use (re caches it): only --set values need it
-_LOG_INT = r"-?[0-9]{1,30}"  #: what a seed program prints for an integer: ASCII digits only, bounded length
+#: what a seed program prints for an i64: ASCII digits, no leading zero, no sign but a minus on a non-zero value,
+#: at most 19 digits (range-checked in :meth:`LineSpec.match`)
+_LOG_INT = r"(?:0|-?[1-9][0-9]{0,18})"
+_I64 = range(-(1 << 63), 1 << 63)
 
 
 # Start-up: every method a dataclass generates is compiled at import, ~0.1 ms apiece at every
@@ -281,7 +284,8 @@ class Variant(NamedTuple):
 
 class LineSpec(NamedTuple):
     """One line the seed prints. ``pattern`` must match the whole line, ``{INT}`` standing for an integer; its
-    named groups are figures (integers unless listed in ``words``). ``repeat`` lines occur zero or more times
+    named groups are figures (integers unless listed in ``words``), except those named ``_...``, which only
+    steer the pattern (e.g. a conditional tail). ``repeat`` lines occur zero or more times
     (e.g. one per failing cell)."""
 
     key: str
@@ -291,10 +295,15 @@ class LineSpec(NamedTuple):
     words: tuple[str, ...] = ()
 
     def match(self, line: str) -> dict[str, Any] | None:
+        """The line's figures, or None unless every one is in the exact form the seed's printer writes."""
         m = re.fullmatch(self.pattern.replace("{INT}", _LOG_INT), line)
         if m is None:
             return None
-        return {k: (v if k in self.words or v is None else int(v)) for k, v in m.groupdict().items()}
+        record = {k: (v if k in self.words or v is None else int(v)) for k, v in m.groupdict().items()
+                  if not k.startswith("_")}
+        if any(k not in self.words and v is not None and v not in _I64 for k, v in record.items()):
+            return None
+        return record
 
 
 class ParsedLog:
@@ -373,6 +382,9 @@ class GateDef:
     #: the tensors a run computes from, for ``nxgates export`` and ``nxgates run --inputs`` (a gate that
     #: declares them also lists "inputs" in ``options``, and reads them from ``ctx.options["inputs"]``)
     inputs: InputSpec | None = None
+    #: why ``fault`` cannot change anything at these parameters (planting it there is a usage error, not a
+    #: green run), or None where it can and a check must catch it
+    fault_applies: Callable[[str, dict[str, ParamValue]], str | None] = lambda fault, params: None
 
 
 class _PendingCells(NamedTuple):

@@ -103,6 +103,8 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
             if fault not in e.gate.faults:
                 known = ", ".join(e.gate.faults) or "none"
                 raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
+            if (why := e.gate.fault_applies(fault, params[e.name])) is not None:
+                raise ConfigError(f"--inject {fault}: {why}")
     refuse_two_on_stdout(json_path, junit_path)
     distinct_files({"--json": json_path, "--junit": junit_path, "--save-grads": save_grads,
                     "--compare-grads": compare_grads, "--baseline": baseline, "--update-baseline": update_baseline,

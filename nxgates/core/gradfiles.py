@@ -44,6 +44,7 @@ class GradReader:
             report = UlpReport(tensors)
         if path.endswith(".bin"):
             return cls(path, _raw_rows(path, B, n_params), report)
+        _check_header(path, B, n_params)
         try:
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except FileNotFoundError:
@@ -90,6 +91,37 @@ def _raw_rows(path: str, B: int, n_params: int) -> np.ndarray:
         return np.memmap(path, dtype="<f4", mode="r", shape=(B, n_params))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--compare-grads {path}: cannot read: {exc}") from None
+
+
+def _check_header(path: str, B: int, n_params: int) -> None:
+    """The ``.npy`` header read before numpy maps the file: a shape other than (B, NP) (negative, absurd) or
+    a length other than the header's plus B*NP float32 cells is a usage error, never numpy's overflow or
+    warning. An .npz archive or an unreadable header is left to ``np.load``'s own messages."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(6) != b"\x93NUMPY":
+                return
+            fh.seek(0)
+            version = np.lib.format.read_magic(fh)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                           (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read_header is None:
+                return
+            shape, _fortran, dtype = read_header(fh, max_header_size=1 << 16)
+            offset = fh.tell()
+            size = os.fstat(fh.fileno()).st_size
+    except FileNotFoundError:
+        raise ConfigError(f"--compare-grads {path}: no such file") from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise ConfigError(f"--compare-grads {path}: not a readable .npy file ({exc})") from None
+    if tuple(shape) != (B, n_params):
+        shown = str(tuple(shape))
+        raise ConfigError(f"--compare-grads {path}: shape {shown[:60]} does not match (B, NP) = ({B}, {n_params})")
+    want = offset + B * n_params * dtype.itemsize
+    if size != want:
+        how = "bytes after the data" if size > want else "the data is cut short"
+        raise ConfigError(f"--compare-grads {path}: {size} bytes, not the {want} of a ({B}, {n_params}) "
+                          f"{dtype} array ({how})")
 
 
 class GradWriter:

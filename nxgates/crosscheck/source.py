@@ -11,14 +11,15 @@ from nxgates.errors import ConfigError
 from nxgates.gatekit import ParamValue
 
 SOURCE_LIMIT = 1 << 20  #: a seed program is a few KiB
-_INT = r"-?[0-9]{1,30}"  # an integer literal of the program; ASCII digits only, bounded length
+#: an i64 literal as the program writes one: ASCII digits, no leading zero, no plus, no minus on zero, bounded
+_INT = r"0|-?[1-9][0-9]{0,18}"
 
 
 def read_source_constants(text: str, module: str, what: str) -> dict[str, int]:
     """Every constant the gate's seed log declares, from the program text: each declared exactly once, as
     an integer literal. The derived ones (S, PG_NW1, ...) must be what nxgates' kernels assume."""
     seed_log = declared(module)
-    text = re.sub(r"//[^\n]*", "", text)  # comments may mention a constant; only declarations count
+    text = without_comments(text.replace("\r\n", "\n"))  # a CRLF program reads as its LF twin
     values: dict[str, int] = {}
     for const in seed_log.constants:
         name = re.escape(const.name)
@@ -32,14 +33,22 @@ def read_source_constants(text: str, module: str, what: str) -> dict[str, int]:
         if len(found) != 1:
             how = "no declaration" if not found else f"{len(found)} declarations"
             raise ConfigError(f"--source {what}: cannot read {const.name}: {how} `{shown}`")
-        if not re.fullmatch(_INT, found[0]):
-            raise ConfigError(f"--source {what}: {const.name} is not an integer literal: {found[0]!r}")
+        if not re.fullmatch(_INT, found[0]) or not -(1 << 63) <= int(found[0]) < 1 << 63:
+            raise ConfigError(f"--source {what}: {const.name} is not an integer literal: {found[0][:40]!r}")
         values[const.name] = int(found[0])
     for name, want in seed_log.derived(values).items():
         if values[name] != want:
             raise ConfigError(f"--source {what}: {name}={values[name]} but nxgates' kernels need {name}={want}: "
                               "the program's constants are inconsistent")
     return values
+
+
+def without_comments(text: str) -> str:
+    """The program without its comments: ``/* ... */`` (across lines, kept as line breaks so line starts
+    stay line starts) and ``// ...`` to the end of a line. Comments may mention a constant; only
+    declarations count."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group().count("\n") or " ", text, flags=re.DOTALL)
+    return re.sub(r"//[^\n]*", "", text)
 
 
 def source_params(text: str, module: str, what: str) -> dict[str, int]:

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nxgates.cli import cli
+from tests.oracles import seed_logs
 from tests.oracles.seed_logs import lora_log, parallel_grad_log, serial_nonzero
 
 DATA = Path(__file__).parent.parent / "data"
@@ -168,7 +169,9 @@ def test_every_parallel_grad_check_word_is_compared(cross, check):
 
 
 def test_verdict_words_are_compared(cross):
-    r = cross("lora", lora_log().replace("verdict=GREEN", "verdict=RED"))
+    # a RED verdict is printed with the RED tail (a GREEN one with the RED tail is not a seed log at all)
+    green_line = seed_logs.LORA_GREEN.format(tot=24, want=24)
+    r = cross("lora", lora_log().replace(green_line, seed_logs.LORA_RED.format(tot=24, want=24)))
     assert r.exit_code == 1 and fails(r) == ["FAIL verdict: log RED, nxgates GREEN"]
     red = PG_SEED.splitlines(keepends=True)[:-1] + ["RED -- parallel training not correct (see mismatches)\n"]
     r = cross("parallel-grad", "".join(red))

@@ -96,7 +96,6 @@ def test_an_empty_scheduler_address_is_named_as_such(tmp_path):
     assert "executor=thread" not in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="a CRLF .nx source is refused ('3\\r' is not an integer literal)")
 def test_a_crlf_source_reads_as_its_lf_twin(tmp_path):
     (tmp_path / "run.log").write_text(lora_log())
     (tmp_path / "gate.nx").write_bytes((DATA / "nx_intfp_lora_gradcheck_gate.nx").read_bytes()

@@ -21,17 +21,12 @@ def npy(shape: str, data: bytes = b"", descr: str = "<f4") -> bytes:
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1") + data
 
 
-NEGATIVE_TODAY = pytest.mark.xfail(strict=True, reason="a negative dimension in the header is exit 3 (OverflowError)")
-
-
-@pytest.mark.parametrize("shape", [pytest.param("(-8, 192)", marks=NEGATIVE_TODAY),
-                                   pytest.param("(8, -192)", marks=NEGATIVE_TODAY), "(-1,)"])
+@pytest.mark.parametrize("shape", ["(-8, 192)", "(8, -192)", "(-1,)"])
 def test_a_negative_shape_is_a_usage_error(tmp_path, shape):
     (tmp_path / "c.npy").write_bytes(npy(shape, bytes(4 * B * NP)))
     assert_one_line_error(nx("run", "parallel-grad", "-q", "--compare-grads", "c.npy", cwd=tmp_path), "c.npy")
 
 
-@pytest.mark.xfail(strict=True, reason="a header shape of (2**62, 2**62) prints a numpy warning beside its error")
 def test_a_huge_shape_is_one_line_without_a_warning(tmp_path):
     (tmp_path / "c.npy").write_bytes(npy(f"({2**62}, {2**62})", bytes(64)))
     r = nx("run", "parallel-grad", "-q", "--compare-grads", "c.npy", cwd=tmp_path)
@@ -39,7 +34,6 @@ def test_a_huge_shape_is_one_line_without_a_warning(tmp_path):
     assert "Warning" not in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="bytes after the data of a --compare-grads file are accepted")
 @pytest.mark.parametrize("extra", [b"\0", b"\0" * 4 * NP, b"trailing garbage"])
 def test_trailing_bytes_after_the_data_are_refused(tmp_path, extra):
     r = nx("run", "parallel-grad", "-q", "--save-grads", "g.npy", cwd=tmp_path)

@@ -71,29 +71,7 @@ NOT_EXACT = {
 }
 
 
-STILL_ACCEPTED = {  # case -> the defect, an xfail until the parser refuses it; the other cases are refused
-    "lora-leading-zero-L_q32": "a leading zero in L_q32 is accepted",
-    "lora-leading-zero-rank": "a leading zero in the banner's rank is accepted",
-    "lora-leading-zero-cells": "a leading zero in a passed/cells count is accepted",
-    "lora-leading-zero-cell-index": "a leading zero in a failing cell's index is accepted",
-    "lora-minus-zero-worst": "-0 as a worst permil is accepted",
-    "lora-verdict-tail-of-the-other-verdict": "a GREEN verdict with the RED verdict's tail is accepted",
-    "lora-red-verdict-with-green-tail": "a RED verdict with the GREEN verdict's tail is accepted",
-    "pg-leading-zero-completed": "leading zeros in completed=N/B are accepted",
-    "pg-minus-zero-mismatches": "-0 as bit-mismatches is accepted",
-    "pg-leading-zero-checked": "a leading zero in checked=K/TOTAL is accepted",
-    "pg-thirty-digit-workers": "a 30-digit workers= is accepted",
-    "pg-leading-zero-workers": "a leading zero in workers= is accepted",
-    "pg-leading-zero-passed": "a leading zero in passed N / M is accepted",
-}
-
-
-def cases(table: dict, still_accepted: dict) -> list:
-    return [pytest.param(case, id=case, marks=[pytest.mark.xfail(strict=True, reason=still_accepted[case])]
-                         if case in still_accepted else []) for case in sorted(table)]
-
-
-@pytest.mark.parametrize("case", cases(NOT_EXACT, STILL_ACCEPTED))
+@pytest.mark.parametrize("case", sorted(NOT_EXACT))
 def test_a_figure_not_in_the_printers_exact_form_is_not_accepted(tmp_path, case):
     gate, text, args = NOT_EXACT[case]
     assert_not_accepted(cross(tmp_path, gate, text, *args))
@@ -110,13 +88,7 @@ SOURCE_NOT_EXACT = {
 }
 
 
-SOURCE_STILL_ACCEPTED = {
-    "leading-zero": "--source accepts T = 03",
-    "only-in-a-multiline-block-comment": "--source reads a constant that exists only inside a /* */ comment",
-}
-
-
-@pytest.mark.parametrize("case", cases(SOURCE_NOT_EXACT, SOURCE_STILL_ACCEPTED))
+@pytest.mark.parametrize("case", sorted(SOURCE_NOT_EXACT))
 def test_a_source_constant_not_a_plain_literal_is_refused(tmp_path, case):
     (tmp_path / "gate.nx").write_text(SOURCE_NOT_EXACT[case])
     r = cross(tmp_path, "lora", LORA, "--source", "gate.nx")
@@ -146,7 +118,6 @@ def non_canonical_edit(draw):
     return gate, text[:at] + insert + text[at:], f"{kind} {insert!r} at {m.group()!r} (offset {at})"
 
 
-@pytest.mark.xfail(strict=True, reason="crosscheck accepts figures in forms the seed's printer never writes")
 @settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(edit=non_canonical_edit())
@@ -204,14 +175,12 @@ def pg_red_t2() -> str:
 
 
 @needs_dask
-@pytest.mark.xfail(strict=True, reason="on a one-worker cluster crosscheck agrees with a RED T2 log no seed prints")
 def test_an_impossible_red_log_is_not_green_on_a_one_worker_cluster(tmp_path, one_worker_scheduler):
     env = {**os.environ, "NXGATES_DASK_SCHEDULER": one_worker_scheduler}
     assert_not_accepted(cross(tmp_path, "parallel-grad", pg_red_t2(), "--set", "executor=dask", env=env))
 
 
 @needs_dask
-@pytest.mark.xfail(strict=True, reason="crosscheck does not refuse a pool that cannot show parallelism")
 def test_a_one_worker_cluster_is_refused_not_a_disagreement(tmp_path, one_worker_scheduler):
     env = {**os.environ, "NXGATES_DASK_SCHEDULER": one_worker_scheduler}
     r = cross(tmp_path, "parallel-grad", PG, "--set", "executor=dask", env=env)

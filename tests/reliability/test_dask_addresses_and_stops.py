@@ -60,7 +60,6 @@ def not_a_scheduler_runs(fake_scheduler, tmp_path_factory) -> dict[str, tuple[st
     return results
 
 
-@pytest.mark.xfail(strict=True, reason="an address that accepts TCP but is not a Dask scheduler hangs past --timeout")
 @pytest.mark.parametrize("case", sorted(NOT_A_SCHEDULER))
 def test_an_address_that_is_not_a_scheduler_is_exit_2_in_time(not_a_scheduler_runs, case):
     address, r = not_a_scheduler_runs[case]
@@ -72,7 +71,6 @@ def test_an_address_that_is_not_a_scheduler_is_exit_2_in_time(not_a_scheduler_ru
 # ---- 8. a cap on Dask workers, and quiet stops ------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="--executor dask has no worker cap: it starts them all (32: then exit 3)")
 @pytest.mark.parametrize("workers", [32, 1023])
 def test_a_dask_worker_count_past_the_cap_is_refused_at_once(tmp_path, workers):
     if 8 * (os.cpu_count() or 1) >= workers:
@@ -123,7 +121,6 @@ def stop_a_dask_run(tmp_path: Path, how: signal.Signals | None) -> tuple[Done, l
 STOPPED = {signal.SIGTERM: (143, "nxgates: terminated (SIGTERM)"), signal.SIGINT: (130, "nxgates: interrupted")}
 
 
-@pytest.mark.xfail(strict=True, reason="a stopped Dask run prints distributed's tracebacks and leaves scratch dirs")
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stopped_dask_run_is_one_line_and_leaves_nothing(tmp_path, how):
     r, left = stop_a_dask_run(tmp_path, how)
@@ -133,7 +130,6 @@ def test_a_stopped_dask_run_is_one_line_and_leaves_nothing(tmp_path, how):
     assert left == [], left
 
 
-@pytest.mark.xfail(strict=True, reason="a Dask run stopped by --timeout prints distributed's tracebacks")
 def test_a_dask_run_past_its_timeout_is_quiet(tmp_path):
     r, left = stop_a_dask_run(tmp_path, None)
     assert r.returncode == 1 and "timed out" in r.stdout, (r.returncode, r.stdout[-1000:])

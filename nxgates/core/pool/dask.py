@@ -34,9 +34,12 @@ from typing import Any
 import numpy as np
 
 from nxgates.core.cpus import auto_workers
+from nxgates.core.pool.dask_address import probe_scheduler
+from nxgates.core.pool.dask_scratch import make_scratch, remove_scratch
+from nxgates.core.pool.forked import PROCESS_WORKERS_PER_CPU, max_process_workers
 from nxgates.core.pool.local import WorkerPool
 from nxgates.core.pool.shared import TaskRecord, forget, register
-from nxgates.errors import ConfigError
+from nxgates.errors import ConfigError, Terminated
 
 try:  # this module is imported only for executor=dask; without the extra the pool says what to install
     from distributed.diagnostics.plugin import WorkerPlugin
@@ -45,6 +48,7 @@ except ImportError:
 
 CONNECT_SECONDS = 8.0  #: how long to try to reach a --scheduler address (and wait for its workers)
 SCHEDULER_ENV = "NXGATES_DASK_SCHEDULER"
+QUIET = logging.CRITICAL + 1  #: above every level distributed logs at
 INSTALL_HINT = "executor=dask needs the optional 'dask' extra: pip install 'nxgates[dask]'"
 
 
@@ -65,30 +69,70 @@ def local_cluster(n_workers: int) -> Any:
     distributed = _distributed()
     import dask.config
 
+    scratch = make_scratch()  # the workers' scratch space, removed by close_cluster (dask_scratch.py)
     # Dask's default MALLOC_TRIM_THRESHOLD_ freezes glibc's mmap threshold, so every large numpy temporary
     # of the tape is a fresh mmap and page faults (measured: 128 examples at large took 0.9-1.1 s instead of
     # 0.1-0.25 s). Unset it for our workers.
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        return distributed.LocalCluster(
-            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1",
-            silence_logs=logging.ERROR, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+    settings = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None, "temporary-directory": scratch}
+    try:
+        with dask.config.set(settings):
+            cluster = distributed.LocalCluster(
+                n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                host="127.0.0.1", silence_logs=QUIET, local_directory=scratch,
+                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+    except BaseException:
+        remove_scratch(scratch)
+        raise
+    cluster.nxgates_scratch = scratch
+    return cluster
+
+
+def close_cluster(cluster: Any) -> None:
+    """Stop a LocalCluster of :func:`local_cluster` and remove its scratch space; raises nothing but a stop
+    signal that arrived meanwhile, once both are done."""
+    with _stops_deferred():
+        with suppress(Exception):
+            cluster.close(timeout=10)
+        remove_scratch(getattr(cluster, "nxgates_scratch", None))
+
+
+def silence_distributed() -> None:
+    """``distributed`` logs a stopped run's cancelled futures and closed connections as errors with
+    tracebacks; what matters of them the pool reports itself (a lost worker, a failed task)."""
+    logging.getLogger("distributed").setLevel(QUIET)
+
+
+def check_local_workers(n_workers: int) -> None:
+    """A LocalCluster's workers are processes like forked ones: the same cap, a usage error (exit 2) before
+    any starts. (A cluster at a scheduler address brings its own workers: no cap.)"""
+    if n_workers > (cap := max_process_workers()):
+        raise ConfigError(f"workers={n_workers} is more than the dask executor starts on this machine (at most "
+                          f"{cap}: {PROCESS_WORKERS_PER_CPU} per usable CPU, within the memory budget); use fewer "
+                          "workers or a cluster at --scheduler ADDRESS")
 
 
 @contextmanager
-def _interrupt_after() -> Iterator[None]:
-    """Ctrl-C while a LocalCluster starts is raised once the cluster exists, so it is closed rather than
-    left half-started (its worker processes and semaphores orphaned)."""
+def _stops_deferred() -> Iterator[None]:
+    """Ctrl-C, SIGTERM or SIGHUP while a LocalCluster starts or stops is raised once that is done, so the
+    cluster is closed rather than left half-started or half-closed (its worker processes, semaphores and
+    scratch space orphaned). Python runs signal handlers in the main thread only: elsewhere, nothing to do."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    interrupted: list[object] = []
-    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    caught: list[int] = []
+    names = [name for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {}
+    for name in names:
+        number = getattr(signal, name)
+        if signal.getsignal(number) not in (signal.SIG_IGN, None):  # an ignored signal stays ignored
+            previous[number] = signal.signal(number, lambda signum, _frame: caught.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if interrupted:
-        raise KeyboardInterrupt
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if caught:
+        raise KeyboardInterrupt if caught[0] == signal.SIGINT else Terminated(caught[0])
 
 
 _SESSIONS: list[dict[str, Any]] = []  #: open shared_local_cluster() sessions, innermost last
@@ -105,15 +149,14 @@ def shared_local_cluster() -> Iterator[None]:
     finally:
         _SESSIONS.remove(session)
         if session["cluster"] is not None:
-            with suppress(Exception):
-                session["cluster"].close(timeout=10)
+            close_cluster(session["cluster"])
 
 
 def _borrow_local_cluster(n_workers: int) -> Any:
     session = _SESSIONS[-1]
     if session["workers"] != n_workers:
         if session["cluster"] is not None:
-            session["cluster"].close(timeout=10)
+            close_cluster(session["cluster"])
         session["cluster"], session["workers"] = None, 0
         session["cluster"], session["workers"] = local_cluster(n_workers), n_workers
     return session["cluster"]
@@ -151,10 +194,11 @@ class DaskWorkerPool(WorkerPool):
         super().__init__(len(addresses))
 
     def _connect(self, distributed: Any, n_workers: int, scheduler: str | None) -> tuple[Any, list[str]]:
+        silence_distributed()
         if scheduler is None:
-            logging.getLogger("distributed").setLevel(logging.ERROR)  # a restarted worker is reported by us
             n = n_workers or auto_workers()
-            with _interrupt_after():
+            check_local_workers(n)
+            with _stops_deferred():
                 if _SESSIONS:  # borrowed: the session, not this pool, stops it
                     cluster = _borrow_local_cluster(n)
                 else:
@@ -162,6 +206,7 @@ class DaskWorkerPool(WorkerPool):
             client = self._client = distributed.Client(cluster, timeout=CONNECT_SECONDS)
             client.wait_for_workers(n, timeout=60)
             return client, sorted(client.scheduler_info(n_workers=-1)["workers"])[:n]
+        probe_scheduler(scheduler, CONNECT_SECONDS)
         try:
             client = distributed.Client(scheduler, timeout=CONNECT_SECONDS)
         except Exception as exc:  # refused, unresolvable, malformed, timed out: all the user's address
@@ -211,7 +256,12 @@ class DaskWorkerPool(WorkerPool):
                 key=f"nxgates-batch-{worker}-{uuid.uuid4().hex}")
             self._batches.add(future)
             # fetched on a thread per worker, so the workers' rows travel back at the same time
-            future.add_done_callback(lambda f, its=items: self._fetchers.submit(self._finish_batch, its, f))
+            future.add_done_callback(lambda f, its=items: self._fetch(its, f))
+
+    def _fetch(self, items: list, future: Any) -> None:
+        """A batch is done: fetch its rows on a fetcher thread (none once the pool is closed: nobody waits)."""
+        with suppress(RuntimeError):  # the fetchers are shut down: the run is over, the batch cancelled
+            self._fetchers.submit(self._finish_batch, items, future)
 
     def _finish_batch(self, items: list, future: Any) -> None:
         try:
@@ -264,8 +314,7 @@ class DaskWorkerPool(WorkerPool):
             with suppress(Exception):
                 client.close(timeout=5)
         if cluster is not None:
-            with suppress(Exception):
-                cluster.close(timeout=10)
+            close_cluster(cluster)
 
 
 def _run_remote_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]],

@@ -77,6 +77,22 @@ def validate(p: dict) -> None:
     require(nbytes, f"dp-train at D={p['D']} H={p['H']} O={p['O']} B={p['B']} steps={p['steps']}")
 
 
+def fault_applies(fault: str, p: dict) -> str | None:
+    """Where a planted fault cannot change a bit of any run: a usage error, never a green ``--inject``."""
+    if fault == "completion-order" and p["B"] < 4:
+        # B=2: one addition, commutative; B=3: the tree adds (0+2)+1, and a left fold over any order of
+        # three rows can round alike, so no check could be relied on to tell them apart
+        return f"at B={p['B']} a left fold cannot be told from the tree over the examples; use B >= 4"
+    if fault == "stale-weights":
+        workers, B, steps = p["workers"] or auto_workers(), p["B"], p["steps"]
+        # tasks are dealt round-robin, numbered on across steps; step 0's previous weights are its own
+        first_stale = B + (STALE_WORKER - B) % workers
+        if first_stale >= steps * B:
+            return (f"at workers={workers} B={B} steps={steps} worker {STALE_WORKER} runs no task after step 0, "
+                    "so stale weights change nothing; use fewer workers, a larger B or more steps")
+    return None
+
+
 def run(ctx: RunContext) -> GateOutput:
     p = ctx.params
     dims, B, steps = Dims.of(p), p["B"], p["steps"]
@@ -218,4 +234,5 @@ GATE = GateDef(
     validate=validate,
     options=("scheduler", "inputs"),
     inputs=MLP_INPUTS,
+    fault_applies=fault_applies,
 )

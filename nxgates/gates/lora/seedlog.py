@@ -45,8 +45,9 @@ LINES = (
     LineSpec("blank", "", "(an empty line)"),
     LineSpec("total", r" LoRA gradcheck: (?P<correct>{INT})/(?P<cells>{INT}) cells correct",
              " LoRA gradcheck: N/M cells correct"),
-    LineSpec("verdict", rf"NX-INTFP-LORA verdict=(?P<word>GREEN|RED) (?P<correct>{{INT}})/(?P<cells>{{INT}}) -- "
-                        rf"(?:{re.escape(GREEN_TAIL)}|{re.escape(RED_TAIL)})",
+    # each verdict with its own tail: the seed never prints GREEN with the RED tail, nor the reverse
+    LineSpec("verdict", rf"NX-INTFP-LORA verdict=(?P<word>(?P<_green>GREEN)|RED) (?P<correct>{{INT}})/"
+                        rf"(?P<cells>{{INT}}) -- (?(_green){re.escape(GREEN_TAIL)}|{re.escape(RED_TAIL)})",
              f"NX-INTFP-LORA verdict=GREEN N/M -- {GREEN_TAIL} (or RED N/M -- {RED_TAIL})",
              words=("word",)),
 )

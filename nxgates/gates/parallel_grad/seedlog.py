@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from nxgates.errors import ConfigError
 from nxgates.gatekit import Figure, GateOutput, LineSpec, ParsedLog, RunContext, SeedLog, SourceConst
 from nxgates.gates.parallel_grad.checks import CHECKS
 from nxgates.gates.parallel_grad.gate import run
@@ -52,18 +53,23 @@ def derived(v: dict[str, int]) -> dict[str, int]:
 def figures(log: ParsedLog, ctx: RunContext) -> list[Figure]:
     """Every figure of a parallel-grad log against nxgates' own run of the gate (serial gradients, pool).
 
-    ``workers=`` is the NX machine's and is not compared; the seed's T2 needs it (``nworkers > 1``), so
-    nxgates' T2 expectation is its own T2 and the log's worker count above 1.
+    ``workers=`` is the NX machine's and is not compared. The seed decides T2 from its own figures
+    (``ran == PG_B`` and ``nworkers > 1``), so the expected T2 is that decision on the log's ``completed=``
+    and ``workers=``, and nxgates' own T2 besides (its pool must show the same). A pool of one worker (a
+    one-worker cluster) cannot show parallelism: refused, as ``run`` refuses workers=1, not a disagreement.
     """
     out = run(ctx)
     m = out.metrics
+    if m["workers"] < 2:
+        raise ConfigError(f"the {m['executor']} pool has {m['workers']} worker: it cannot show parallelism "
+                          "(T2 needs >1 worker); crosscheck parallel-grad on a pool of 2 or more")
     passed = {c.name: c.passed for c in out.checks}
     B = ctx.params["B"]
     n_params = m["total_cells"] // B
     pool, bits = log.one("pool"), log.one("bits")
     expect = {
         "T1": m["bit_mismatches"] == 0 and m["nonzero_cells"] > n_params,
-        "T2": passed[SEED_CHECKS["T2"]] and m["tasks_completed"] == B and pool["workers"] > 1,
+        "T2": pool["completed"] == B and pool["workers"] > 1 and passed[SEED_CHECKS["T2"]],
         "T3": passed[SEED_CHECKS["T3"]],
     }
     figs = [
