@@ -89,13 +89,15 @@ class MutantSources:
 
     def __init__(self, root: Path, path: str):
         self.path = path
-        self.source = (root / "mutants" / path).read_text()
-        self.functions = _functions(ast.parse(self.source))
+        source = (root / "mutants" / path).read_text()
+        self.lines = source.splitlines()
+        self.functions = _functions(ast.parse(source))
 
     def _text(self, name: str) -> list[str]:
+        """The function's lines, stripped, its own name left out (the original and the mutant differ in it)."""
         node = self.functions[name]
-        body = ast.get_source_segment(self.source, node) or ""
-        return [line.strip() for line in body.replace(name, "f", 1).splitlines()]
+        body = self.lines[node.lineno - 1 : node.end_lineno]
+        return [line.strip() for line in [body[0].replace(name, "f", 1), *body[1:]]]
 
     def change(self, key: str) -> Change:
         """The lines a mutant changes, as ``mutmut show`` prints them: its function against the original."""
