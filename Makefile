@@ -36,13 +36,14 @@ bench: compile
 	$(PY) benchmarks/bench.py
 
 # Mutation testing (slow, not part of `make test`): a fresh mutmut run over the files [tool.mutmut] names in
-# pyproject.toml, two workers, then the score per file (exit 1 below 85%). Survivors: mutmut show NAME.
+# pyproject.toml, two workers, then the score per file (exit 1 below 85%; docs/mutation.md). Survivors:
+# mutmut show NAME.
 mutation: $(VENV)/.dev-installed
 	rm -rf mutants && mkdir mutants
 	@start=$$(date +%s); \
 	$(VENV)/bin/mutmut run --max-children 2 > mutants/run.log 2>&1 || { tail -n 30 mutants/run.log; exit 1; }; \
 	echo "mutmut run: $$(( $$(date +%s) - start )) s (log: mutants/run.log)"
-	$(PY) tests/mutation_score.py
+	$(PY) tools/mutation/score.py
 
 # torch and JAX (CPU) for the benchmark's batched peers only (never dependencies): torch's CPU wheel this
 # machine has on disk, and jax with its CPU jaxlib.

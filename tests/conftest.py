@@ -1,8 +1,6 @@
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers import ctx  # noqa: F401  (test modules import it from here or from tests.helpers)
-
 
 @pytest.fixture
 def lora_params():

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
+
+from nxgates.core.tape import F32
 from nxgates.gatekit import RunContext
 from tests.oracles.seed_lora import seed_lora
 
@@ -93,3 +96,18 @@ def lines(out, level="info"):
 def checks(out):
     """A gate output's checks by name: (passed, detail)."""
     return {c.name: (c.passed, c.detail) for c in out.checks}
+
+
+# tape
+
+
+def reference_tree_sum(values: list[float]) -> np.float32:
+    """The documented order, element by element in scalar float32: k absorbs k + n - n//2."""
+    v = [F32(x) for x in values]
+    n = len(v)
+    while n > 1:
+        h = n // 2
+        for k in range(h):
+            v[k] = F32(v[k] + v[k + n - h])
+        n -= h
+    return v[0]

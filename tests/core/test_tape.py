@@ -8,20 +8,9 @@ import pytest
 from nxgates.core.mlp import Dims, ExampleHooks, example_grads, init_data
 from nxgates.core.tape import F32, ArenaFull, Tape, constf, tree_sum
 from nxgates.gates import ta_gradcheck
+from tests.helpers import reference_tree_sum
 
 rng = np.random.default_rng(7)
-
-
-def reference_tree_sum(values: list[float]) -> np.float32:
-    """The documented order, element by element in scalar float32: k absorbs k + n - n//2."""
-    v = [F32(x) for x in values]
-    n = len(v)
-    while n > 1:
-        h = n // 2
-        for k in range(h):
-            v[k] = F32(v[k] + v[k + n - h])
-        n -= h
-    return v[0]
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 100, 784])

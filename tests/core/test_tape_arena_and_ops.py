@@ -6,7 +6,7 @@ import pytest
 
 from nxgates.core.tape import F32, ArenaFull, Tape, constf, constf_array
 from nxgates.gates._tape_faults import ReluGradEverywhereTape
-from tests.core.test_tape import reference_tree_sum
+from tests.helpers import reference_tree_sum
 
 rng = np.random.default_rng(13)
 

@@ -5,7 +5,7 @@ import pytest
 
 from nxgates.core.mlp import Dims, init_data
 from nxgates.gates import ta_gradcheck as tg
-from tests.conftest import ctx
+from tests.helpers import ctx
 
 SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "step_exp": 6, "tol_permil": 10}
 

@@ -67,13 +67,6 @@ def test_overflowing_delta_is_refused_not_wrapped(lora_params):
         lora_gate.run(ctx({**lora_params, "delta": 1 << 40}))
 
 
-def test_init_uses_c_division():
-    m = core_lora.init_model(3, 6, 2)
-    # x[0] = ((2 % 11) - 5) * S / 10 = -3S/10 -> -314572 in C (floor would give -314573)
-    assert int(m.x[0, 0]) == -314572
-    assert m.W.dtype == np.int64
-
-
 def test_fast_path_without_the_a_priori_proof_gives_the_same_integers(lora_params, monkeypatch):
     """The guarded fallback (every op checked) and the proven path must agree."""
     params = {**lora_params, "T": 5, "DM": 33, "R": 4}

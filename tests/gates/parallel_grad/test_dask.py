@@ -18,7 +18,7 @@ from nxgates.core.pool import dask as dask_pool
 from nxgates.gates import parallel_grad as pg
 from nxgates.gates.parallel_grad import job as pg_job
 from nxgates.gates.parallel_grad import stream as pg_stream
-from tests.conftest import ctx
+from tests.helpers import ctx
 
 pytest.importorskip("distributed")
 

@@ -6,7 +6,7 @@ import pytest
 from nxgates.core import chunks
 from nxgates.core.pool import dask as dask_pool
 from nxgates.gates import dp_train
-from tests.conftest import ctx
+from tests.helpers import ctx
 
 pytest.importorskip("distributed")
 

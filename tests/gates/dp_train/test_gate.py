@@ -11,7 +11,7 @@ from nxgates.core.pool import TaskRecord
 from nxgates.core.tape import F32, Tape, constf, tree_sum
 from nxgates.errors import ConfigError
 from nxgates.gates import dp_train as dp
-from tests.conftest import ctx
+from tests.helpers import ctx
 
 SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "steps": 5, "lr_num": 1, "lr_den": 8, "workers": 0, "executor": "thread",
         "step_exp": 6, "tol_permil": 10, "d4_examples": 0}

@@ -15,7 +15,7 @@ from nxgates.gates import parallel_grad as pg
 from nxgates.gates.parallel_grad import job as pg_job
 from nxgates.gates.parallel_grad import stream as pg_stream
 from nxgates.gates.parallel_grad.checks import judge_t1
-from tests.conftest import ctx
+from tests.helpers import ctx
 
 SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "workers": 0, "executor": "thread"}
 

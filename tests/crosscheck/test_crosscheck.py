@@ -1,4 +1,4 @@
-"""nxgates/crosscheck.py without the CLI: the log formats, --source constants, and the recomputed figures."""
+"""The crosscheck package without the CLI: the log formats, --source constants, and the recomputed figures."""
 
 from pathlib import Path
 
@@ -9,7 +9,7 @@ from nxgates.errors import ConfigError
 from nxgates.gatekit import RunContext
 from tests.oracles.seed_logs import lora_log, parallel_grad_log
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 LORA_NX = "nx_intfp_lora_gradcheck_gate.nx"
 LORA_DEFAULTS = {"T": 3, "DM": 6, "R": 2, "delta": 2097, "tol_permil": 70, "algorithm": "fast"}
 
