@@ -5,7 +5,7 @@ computes (recording, replaying, layouts, chunking) must leave every bit of these
 import pytest
 
 from nxgates.gates import dp_train, parallel_grad
-from tests.conftest import ctx
+from tests.helpers import ctx
 
 SIZES = {"seed": (8, 16, 4, 8), "medium": (256, 128, 10, 64), "odd-5-3-2": (5, 3, 2, 7), "odd-13-7-3": (13, 7, 3, 11)}
 
