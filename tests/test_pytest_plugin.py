@@ -21,11 +21,12 @@ LORA_ITEMS = ["lora::gradcheck A (lora)", "lora::gradcheck B (lora)", "lora::bas
 
 @pytest.fixture
 def run(pytester, monkeypatch):
-    """pytest in-process, from an empty directory (the packaged gates.toml), with the plugin loaded."""
+    """pytest in-process, from an empty directory (the packaged gates.toml); `-p nxgates` loads the plugin by its
+    entry point even where PYTEST_DISABLE_PLUGIN_AUTOLOAD is set."""
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
 
     def _run(*args):
-        return pytester.runpytest("-p", "nxgates.pytest_plugin", "-p", "no:cacheprovider", *args)
+        return pytester.runpytest("-p", "nxgates", "-p", "no:cacheprovider", *args)
 
     return _run
 
@@ -113,7 +114,7 @@ def test_plugin_gates_work_the_same(pytester, monkeypatch):
     site = pytester.path / "site"
     fake_distribution(site, project["name"], project["version"], project["entry-points"]["nxgates.gates"])
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(EXAMPLE)]))
-    r = pytester.runpytest_subprocess("-p", "nxgates.pytest_plugin", "-p", "no:cacheprovider",
+    r = pytester.runpytest_subprocess("-p", "nxgates", "-p", "no:cacheprovider",
                                       "--nxgates", "q20-dot", "--nxgates-inject", "drop-last")
     r.assert_outcomes(passed=1, failed=1)
     r.stdout.fnmatch_lines(["*FAILED q20-dot::dot products equal Python integers*"])
