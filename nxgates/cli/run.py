@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -66,12 +67,19 @@ GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-gra
                    "little-endian NAME.bin dumps (sizes from the parameters).")
 @click.option("--ulp", cls=OnceOption, type=click.IntRange(min=0), default=None, metavar="N",
               help="parallel-grad: --compare-grads passes within N ULPs per cell (default 0: bit-identical).")
+@click.option("--annotations", cls=OnceOption, type=click.Choice(("github", "none")), default=None,
+              help="FAIL lines as GitHub ::error annotations (default: github when GITHUB_ACTIONS=true).")
+@click.option("--summary", "summary_path", cls=OnceOption, default=None, metavar="PATH",
+              help="Write the Markdown job summary here (on GitHub Actions it is appended to $GITHUB_STEP_SUMMARY).")
+@click.option("--html", "html_path", cls=OnceOption, default=None, metavar="PATH",
+              help="Write a self-contained HTML report with plots here (needs nxgates[html]).")
 @debug_option
 def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, config: str | None,
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
             timeout: float | None, fault: str | None, executor: str | None, scheduler: str | None,
             save_grads: str | None, compare_grads: str | None, baseline: str | None, update_baseline: str | None,
-            baseline_missing: str, reduction: str | None, inputs: str | None, ulp: int | None, debug: bool) -> int:
+            baseline_missing: str, reduction: str | None, inputs: str | None, ulp: int | None,
+            annotations: str | None, summary_path: str | None, html_path: str | None, debug: bool) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates import registry
     from nxgates.cli.exits import stop_reason
@@ -108,10 +116,21 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     refuse_two_on_stdout(json_path, junit_path)
     distinct_files({"--json": json_path, "--junit": junit_path, "--save-grads": save_grads,
                     "--compare-grads": compare_grads, "--baseline": baseline, "--update-baseline": update_baseline,
-                    "--inputs": inputs})
+                    "--inputs": inputs, "--summary": summary_path, "--html": html_path})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
     files.check_writable(save_grads, "--save-grads")
+    to_github = None  #: the GitHub output asked for; its module is imported only where it may write
+    if annotations is not None or summary_path is not None or "GITHUB_ACTIONS" in os.environ:
+        from nxgates.reporting import github
+
+        to_github = github.resolve(annotations, summary_path)
+        github.check_writable(to_github)
+    if html_path is not None:
+        from nxgates.reporting.html import require_plotting
+
+        require_plotting()
+        files.check_writable(html_path, "--html")
     pinned: dict[str, Any] | None = None  #: the --baseline document the gates are compared with
     if baseline is not None or update_baseline is not None:
         from nxgates.baseline import session
@@ -145,6 +164,16 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     with signals_held():  # a second Ctrl-C or SIGTERM must not leave a report half written
         renderer.summary(done)
         files.write_reports(done, json_path=json_path, junit_path=junit_path, interrupted=interrupted is not None)
+        if to_github is not None or html_path is not None:  # both from the JSON report's document
+            from nxgates.reporting.json_report import to_json
+
+            doc = to_json(done, interrupted is not None)
+            if to_github is not None:
+                github.publish(to_github, doc, lambda line: human.write(line + "\n"))
+            if html_path is not None:
+                from nxgates.reporting.html import html_text
+
+                files.write_text(html_path, html_text(doc), "--html")
         if update_baseline is not None and interrupted is None:
             for warning in session.update(update_baseline, done):
                 click.echo(f"nxgates: warning: {warning}", err=True)

@@ -9,12 +9,13 @@ from nxgates import registry, tomlcache
 
 #: imported by a run only for other paths: hashing (--repeat reads the digest), parsing gates.toml (its
 #: parse is cached), plugins' entry points, pools, JSON and JUnit reports, rich (stdout is not a terminal),
-#: the other commands; numpy.ma (15 ms), which np.unique imports when asked for the values alone, is needed
-#: by nothing
+#: the other commands, matplotlib and the HTML page (--html); numpy.ma (15 ms), which np.unique imports when
+#: asked for the values alone, is needed by nothing
 NOT_NEEDED = ("hashlib", "tomllib", "importlib.metadata", "nxgates.core.pool", "concurrent.futures",
               "multiprocessing", "json", "xml.etree.ElementTree", "rich.console", "nxgates.plugins", "numpy.ma",
               "nxgates.reporting.json_report", "nxgates.reporting.junit_report", "nxgates.registry.plugin_gates",
-              "nxgates.cli.list_show", "nxgates.cli.selftest", "nxgates.cli.crosscheck")
+              "nxgates.cli.list_show", "nxgates.cli.selftest", "nxgates.cli.crosscheck", "matplotlib",
+              "nxgates.reporting.html")
 
 CODE = """
 import sys
