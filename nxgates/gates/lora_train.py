@@ -26,24 +26,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from nxgates.core import lora, q20
+from nxgates.core.lora.gradcheck import gradcheck_adapter
+from nxgates.core.lora.params import MODEL_PARAMS, check_model
 from nxgates.core.memory import require
 from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
-from nxgates.gates.lora.gate import PARAMS as LORA_PARAMS
-from nxgates.gates.lora.gate import judge_foreign
-from nxgates.gates.lora.gate import validate as validate_lora
-from nxgates.gates.lora.gradcheck import gradcheck_adapter
 
 PARAMS = {
-    "T": LORA_PARAMS["T"],
-    "DM": LORA_PARAMS["DM"],
-    "R": LORA_PARAMS["R"],
+    "T": MODEL_PARAMS["T"],
+    "DM": MODEL_PARAMS["DM"],
+    "R": MODEL_PARAMS["R"],
     "steps": IntParam("training steps (each: forward, backward, update A and B)", min=1, max=1 << 16),
     "lr_q": IntParam("learning rate in Q20 (104858 = 0.1)", min=1, max=1 << 40),
-    "delta": LORA_PARAMS["delta"],
-    "tol_permil": LORA_PARAMS["tol_permil"],
+    "delta": MODEL_PARAMS["delta"],
+    "tol_permil": MODEL_PARAMS["tol_permil"],
 }
 
 L1 = "L1 loss_q strictly decreases at every step"
@@ -162,8 +160,8 @@ def where_runs_part(run1: Training, run2: Training) -> str:
 
 
 def validate(p: dict) -> None:
-    """lora's limits, and room for both runs' adapters at every step (L4 compares them step by step)."""
-    validate_lora(p)
+    """The model's limits, and room for both runs' adapters at every step (L4 compares them step by step)."""
+    check_model(p)
     # both runs' adapters at every step, with room for one copy each (stacked; run 1's for its fingerprint)
     kept = 2 * 2 * (p["steps"] + 1) * 2 * p["DM"] * p["R"]
     require(8 * kept, f"lora-train at DM={p['DM']} R={p['R']} steps={p['steps']}")
@@ -242,6 +240,8 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
         out.metrics["B"] = [int(v) for v in m.B.reshape(-1)]
     if theirs is not None:
         ours = {"dA": run1.dA, "dB": run1.dB}
+        from nxgates.core.tensors.exact import judge_foreign  # only with --compare-grads
+
         out.metrics["compare_grads"] = judge_foreign(out, L5, ours, theirs, foreign)
     h = hashlib.sha256(" ".join(map(str, run1.losses)).encode())
     h.update(f"{a1}{b1}".encode())

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nxgates.core.tensors.ulp import FIRST_CELLS
+from nxgates.gatekit import GateOutput
 
 
 class IntCell(NamedTuple):
@@ -55,3 +56,16 @@ class ExactReport(NamedTuple):
                         for name, n in self.cells.items()},
             "first_differing": [c._asdict() for c in self.first],
         }
+
+
+def judge_foreign(out: GateOutput, check: str, ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+                  path: str) -> dict:
+    """Another implementation's gradients against ours, exactly; where they differ, the report says where.
+    Returns the report's metrics."""
+    report = ExactReport.of(ours, theirs)
+    n = report.total_differing
+    for line in report.lines() if n else ():
+        out.detail(line)
+    total = sum(report.cells.values())
+    out.check(check, n == 0, f"{n} of {total} cells differ from {path}" if n else f"{total} cells equal {path}")
+    return report.metrics()

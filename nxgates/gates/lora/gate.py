@@ -13,27 +13,23 @@ from functools import partial
 
 import numpy as np
 
-import nxgates.gates.lora.footprint as footprint
-import nxgates.gates.lora.gradcheck as gradcheck
-import nxgates.gates.lora.pooled as pooled
+import nxgates.core.lora.gradcheck as gradcheck
+import nxgates.core.lora.pooled as pooled
 from nxgates.core import q20
 from nxgates.core.cpus import EXECUTORS, AutoExecutor, choose_executor
 from nxgates.core.lora import Forward, backward, forward, init_model
+from nxgates.core.lora.gradcheck import Gradcheck
+from nxgates.core.lora.params import MODEL_PARAMS, check_model
 from nxgates.core.q20 import S, tdiv
 from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
-from nxgates.errors import ConfigError, ResourceError
+from nxgates.errors import ResourceError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
-from nxgates.gates.lora.gradcheck import Gradcheck
 
 #: ``executor=auto``: dask given a scheduler address, else forked processes (the cells share memory)
 AUTO_EXECUTOR = AutoExecutor()
 
 PARAMS = {
-    "T": IntParam("tokens: rows of x", min=1, max=1 << 20),
-    "DM": IntParam("model width: x is T x DM, the frozen base W is DM x DM", min=1, max=1 << 20),
-    "R": IntParam("LoRA rank: A is DM x R, B is R x DM (R <= DM)", min=1, max=1 << 20),
-    "delta": IntParam("central-difference step, in Q20 units", min=1, max=1 << 40),
-    "tol_permil": IntParam("a cell passes when |num - ana| * 1000 / max|grad| <= this", min=0, max=1000),
+    **MODEL_PARAMS,
     "algorithm": ChoiceParam("gradcheck path: fast (exact, O(T*DM) per cell) or naive (the seed's)",
                              ("fast", "naive")),
     "workers": IntParam("processes for the fast gradcheck's cells; 0 = auto (one process at small sizes, "
@@ -73,11 +69,8 @@ def planted_gradients(fault: str | None, f: Forward, dA: np.ndarray, dB: np.ndar
 
 
 def validate(p: dict) -> None:
-    """The rank fits the width, and the run's tensors and workers' temporaries fit the memory available."""
-    if p["R"] > p["DM"]:
-        raise ConfigError(f"R={p['R']} must not exceed DM={p['DM']} (a LoRA rank is at most the width)")
-    T, DM, R = p["T"], p["DM"], p["R"]
-    footprint.require_memory(T, DM, R, pooled.gradcheck_workers(p.get("workers", 0), T, DM, R))
+    """The model's checks (:func:`~nxgates.core.lora.params.check_model`)."""
+    check_model(p)
 
 
 def run(ctx: RunContext) -> GateOutput:
@@ -162,6 +155,8 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
             "numeric": g.numeric.tolist(),
         }
     if theirs is not None:
+        from nxgates.core.tensors.exact import judge_foreign  # only with --compare-grads
+
         out.metrics["compare_grads"] = judge_foreign(out, CHECK_FOREIGN, {"dA": dA, "dB": dB}, theirs, foreign)
     out.digest = partial(_digest, f.loss, results)  # hashed only if read (--repeat)
     _pin(out, f.loss, results, DM, R)
@@ -179,19 +174,6 @@ def _pin(out: GateOutput, loss: int, results: list[Gradcheck], DM: int, R: int) 
         out.fingerprint(f"{key}_max_abs_grad", g.maxabs)
 
 
-def judge_foreign(out: GateOutput, check: str, ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
-                  path: str) -> dict:
-    """Another implementation's gradients against ours, exactly; where they differ, the report says where.
-    Returns the report's metrics."""
-    from nxgates.core.tensors.exact import ExactReport
-
-    report = ExactReport.of(ours, theirs)
-    n = report.total_differing
-    for line in report.lines() if n else ():
-        out.detail(line)
-    total = sum(report.cells.values())
-    out.check(check, n == 0, f"{n} of {total} cells differ from {path}" if n else f"{total} cells equal {path}")
-    return report.metrics()
 
 
 def _cell_lines(g: Gradcheck) -> Iterator[str]:

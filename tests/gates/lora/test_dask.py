@@ -3,8 +3,8 @@ the cells they filled; the seed's integers, on the gate's own LocalCluster and t
 
 import pytest
 
+from nxgates.core.lora import fast as lora_fast
 from nxgates.core.pool import dask as dask_pool
-from nxgates.gates.lora import fast as lora_fast
 from nxgates.gates.lora import gate as lora_gate
 from tests.helpers import ctx, metrics_like_seed, reference
 

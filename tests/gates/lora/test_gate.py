@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from nxgates.core import lora as core_lora
+from nxgates.core.lora import fast as lora_fast
+from nxgates.core.lora import pooled as lora_pooled
 from nxgates.errors import ConfigError, ResourceError
-from nxgates.gates.lora import fast as lora_fast
 from nxgates.gates.lora import gate as lora_gate
-from nxgates.gates.lora import pooled as lora_pooled
 from tests.helpers import ctx, metrics_like_seed, reference
 
 

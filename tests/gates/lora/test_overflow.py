@@ -8,9 +8,9 @@ import pytest
 
 from nxgates.core import lora as core_lora
 from nxgates.core import q20
+from nxgates.core.lora import fast as lora_fast
 from nxgates.core.q20 import S
 from nxgates.errors import ResourceError
-from nxgates.gates.lora import fast as lora_fast
 from nxgates.gates.lora import gate as lora_gate
 from tests.helpers import ODD, ctx
 from tests.oracles.seed_lora import python_int_loss, seed_lora

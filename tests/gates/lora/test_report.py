@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from nxgates.core import lora as core_lora
+from nxgates.core.lora import fast as lora_fast
+from nxgates.core.lora import footprint as lora_footprint
+from nxgates.core.lora import gradcheck as lora_gradcheck
+from nxgates.core.lora.footprint import chunk_elements
 from nxgates.errors import ConfigError, GateTimeout, ResourceError
 from nxgates.gatekit import Progress, RunContext
-from nxgates.gates.lora import fast as lora_fast
-from nxgates.gates.lora import footprint as lora_footprint
 from nxgates.gates.lora import gate as lora_gate
-from nxgates.gates.lora import gradcheck as lora_gradcheck
-from nxgates.gates.lora.footprint import chunk_elements
 from tests.helpers import ODD, checks, ctx, lines
 from tests.oracles.seed_lora import seed_lora
 

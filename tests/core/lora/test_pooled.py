@@ -13,12 +13,12 @@ from nxgates.core import cpus, memory, q20
 from nxgates.core import lora as core_lora
 from nxgates.core import pool as pool_module
 from nxgates.core.cpus import choose_executor
+from nxgates.core.lora import fast as lora_fast
+from nxgates.core.lora import gradcheck as lora_gradcheck
+from nxgates.core.lora import pooled as lora_pooled
 from nxgates.errors import GateTimeout, ResourceError
 from nxgates.gatekit import Progress, RunContext
-from nxgates.gates.lora import fast as lora_fast
 from nxgates.gates.lora import gate as lora_gate
-from nxgates.gates.lora import gradcheck as lora_gradcheck
-from nxgates.gates.lora import pooled as lora_pooled
 from tests.helpers import ctx, metrics_like_seed, reference
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nxgates.core import q20
-from nxgates.core.lora import Forward, Model
+from nxgates.core.lora.model import Forward, Model
 from nxgates.core.q20 import S, tdiv
 from nxgates.gatekit import RunContext
 

@@ -9,9 +9,9 @@ import pytest
 
 from nxgates.core import lora as core_lora
 from nxgates.core import q20
+from nxgates.core.lora import fast as lora_fast
+from nxgates.core.lora import gradcheck as lora_gradcheck
 from nxgates.core.q20 import S
-from nxgates.gates.lora import fast as lora_fast
-from nxgates.gates.lora import gradcheck as lora_gradcheck
 from tests.oracles.seed_lora import python_int_loss
 
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import nxgates.gates.lora.fast as fast
+import nxgates.core.lora.fast as fast
 from nxgates.core import q20
-from nxgates.core.lora import Forward, Model, forward
+from nxgates.core.lora.model import Forward, Model, forward
 from nxgates.core.q20 import tdiv
 from nxgates.gatekit import RunContext
 

@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-import nxgates.gates.lora.fast as fast
-from nxgates.core.lora import Forward, Model
+import nxgates.core.lora.fast as fast
+from nxgates.core.lora.model import Forward, Model
 from nxgates.gatekit import RunContext
 
 #: ``workers=0`` (auto) forks a pool only from this much work (measured as 2 x cells x T x DM) up. A pool's

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import nxgates.gates.lora.fast as fast
+import nxgates.core.lora.fast as fast
 from nxgates.core.memory import require
 
 
