@@ -91,7 +91,10 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
                     "--compare-grads": compare_grads, "--baseline": baseline, "--update-baseline": update_baseline})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
-    files.check_writable(save_grads, "--save-grads")
+    if save_grads is not None:
+        from nxgates.safeio import output_path
+
+        output_path(save_grads, "--save-grads", stdout_ok=False)
     pinned: dict[str, Any] | None = None  #: the --baseline document the gates are compared with
     if baseline is not None or update_baseline is not None:
         from nxgates.baseline import session
