@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from nxgates import contract
 from nxgates.baseline.keys import label, shown_params
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError, refused_a_resource
 from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
@@ -23,8 +24,9 @@ class GateReport:
     output: GateOutput
     seconds: float
     fault: str | None = None
-    error: str | None = None  #: one line: "timed out after 5.0 s" or "internal error: ..."
-    error_kind: str | None = None  #: "timeout" or "crash"
+    error: str | None = None  #: one line: "timed out after 5.0 s", "gate error: ..." or "internal error: ..."
+    #: "timeout", "gate" (the gate broke its contract: sys.exit, a wrong result; exit 1) or "crash" (exit 3)
+    error_kind: str | None = None
     traceback: str | None = None
     #: how lines name this run, e.g. ``lora[T=3 DM=6 R=2]`` (:func:`nxgates.baseline.keys.label`)
     label: str = ""
@@ -42,7 +44,7 @@ class GateReport:
     def verdict(self) -> str:
         if self.error_kind == "timeout":
             return f"{self.name}: RED -- {self.error}"
-        if self.error_kind == "crash":
+        if self.error_kind in ("crash", "gate"):
             return f"{self.name}: ERROR -- {self.error}"
         return self.output.green if self.passed else self.output.red
 
@@ -79,7 +81,7 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     )
     start = time.perf_counter()
     try:
-        output = entry.gate.run(ctx)
+        output = _call_run(entry, ctx)
     except NxError:
         raise
     except MemoryError:  # the estimate-before-allocate missed a limit (ulimit -v, a cgroup): sizes, not a bug
@@ -87,6 +89,9 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     except GateTimeout:
         seconds = time.perf_counter() - start
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
+    except SystemExit as exc:  # a gate never ends the runner: it is that gate's error, and the next one runs
+        seconds = time.perf_counter() - start
+        return _failed(entry, params, fault, seconds, f"gate error: run() called sys.exit({exc.code!r})", "gate")
     except Exception as exc:  # a bug in a gate: report it, keep the other gates running
         if isinstance(exc, OSError) and exc.errno in _LIMIT_ERRNOS:  # ... unless it is this machine's limits
             raise ResourceError(f"{entry.name}: the system refused a resource: {exc.strerror} (limits: ulimit -n "
@@ -105,7 +110,18 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     seconds = time.perf_counter() - start
     if ctx.deadline is not None and time.monotonic() > ctx.deadline:
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
+    problem = contract.wrong_output(output) or contract.not_json(output.metrics)
+    if problem:
+        return _failed(entry, params, fault, seconds, f"gate error: {problem}", "gate")
+    broken = contract.broken_checks(entry.gate, output, all_declared=entry.plugin_module is not None)
+    if broken:
+        output.check(contract.CONTRACT_CHECK, False, broken)
     return GateReport(entry.name, dict(params), output, seconds, fault)
+
+
+def _call_run(entry: GateEntry, ctx: RunContext) -> Any:
+    """The gate's ``run(ctx)``."""
+    return entry.gate.run(ctx)
 
 
 #: errnos that mean "this machine's limits", not a bug: open files, processes (fork), kernel memory, /dev/shm
@@ -143,13 +159,18 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
     if repeat <= 1 or first.error:
         return first
     signature = _signature(first)
+    if isinstance(signature, GateReport):
+        return signature
     agreed = 1
     for _ in range(repeat - 1):
         again = run_gate(entry, params, **kwargs)
         if again.error:
             again.seconds += first.seconds  # the time of every run so far, as the deadline counted it
             return again
-        agreed += _signature(again) == signature
+        again_signature = _signature(again)
+        if isinstance(again_signature, GateReport):
+            return again_signature
+        agreed += again_signature == signature
         first.seconds += again.seconds
     first.output.check(
         f"repeat: {repeat} runs agree",
@@ -159,5 +180,16 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
     return first
 
 
-def _signature(report: GateReport) -> tuple:
-    return tuple((c.name, c.passed) for c in report.output.checks), report.output.digest
+def _signature(report: GateReport) -> tuple | GateReport:
+    """What ``--repeat`` runs must agree on; a digest that raises or is not a str is the gate's error."""
+    try:
+        digest = report.output.digest
+        if not isinstance(digest, str):
+            raise TypeError(f"digest is a {type(digest).__name__}, not a str")
+    except Exception as exc:  # the gate's digest function: its bug, named as the gate's
+        out = GateOutput()
+        error = f"gate error: its digest raised {type(exc).__name__}: {' '.join(str(exc).split())}"
+        out.check("gate", False, error)
+        return GateReport(report.name, report.params, out, report.seconds, report.fault, error, "gate",
+                          label=report.label)
+    return tuple((c.name, c.passed) for c in report.output.checks), digest
