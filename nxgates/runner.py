@@ -120,8 +120,13 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
 
 
 def _call_run(entry: GateEntry, ctx: RunContext) -> Any:
-    """The gate's ``run(ctx)``."""
-    return entry.gate.run(ctx)
+    """The gate's ``run(ctx)``: in this thread for a built-in gate (it checks the time itself), in a worker
+    thread for a plugin, so the deadline holds whether or not it ever calls ``ctx.check_time()``."""
+    if entry.plugin_module is None:
+        return entry.gate.run(ctx)
+    from nxgates.deadline import call_with_deadline
+
+    return call_with_deadline(entry.name, lambda: entry.gate.run(ctx), ctx.deadline)
 
 
 #: errnos that mean "this machine's limits", not a bug: open files, processes (fork), kernel memory, /dev/shm

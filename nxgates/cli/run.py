@@ -101,7 +101,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
 
         pinned = session.prepare(session.BaselineOptions(baseline, update_baseline, baseline_missing), fault)
 
-    from nxgates.streams import check_written, human_stream, require_stdout
+    from nxgates.streams import check_written, human_stream, require_stdout, stdout_to_stderr
 
     if "-" in (json_path, junit_path):
         require_stdout("the report")
@@ -111,6 +111,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         click.echo(f"nxgates: warning: {warning}", err=True)
     done = []
     interrupted: KeyboardInterrupt | None = None
+    quiet_stdout = stdout_to_stderr("-" in (json_path, junit_path))  # a gate's print() must not corrupt it
     try:
         for e in entries:
             progress = RichProgress(human) if renderer.console is not None else None
@@ -125,6 +126,8 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated)
         interrupted = exc
         click.echo(f"nxgates: {stop_reason(exc)[0]}; writing the reports of finished gates", err=True)
+    finally:
+        quiet_stdout.close()
     with signals_held():  # a second Ctrl-C or SIGTERM must not leave a report half written
         renderer.summary(done)
         files.write_reports(done, json_path=json_path, junit_path=junit_path, interrupted=interrupted is not None)
