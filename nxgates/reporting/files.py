@@ -36,4 +36,4 @@ def write_reports(reports: list[GateReport], *, json_path: str | None, junit_pat
     if junit_path:
         from nxgates.reporting.junit_report import junit_text
 
-        write_text(junit_path, junit_text(reports), "--junit")
+        write_text(junit_path, junit_text(reports, interrupted), "--junit")

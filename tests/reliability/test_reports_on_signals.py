@@ -42,7 +42,6 @@ def assert_stopped(r: Done, sig: signal.Signals) -> None:
     assert r.returncode == code and len(lines) == 1 and lines[0].startswith(start), (r.returncode, r.stderr[-2000:])
 
 
-@pytest.mark.xfail(strict=True, reason="selftest --json writes nothing when stopped; stderr gets more than one line")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_selftest_json_is_written_when_stopped(tmp_path, sig):
     r = stop_after(["selftest", "--json", "r.json"], tmp_path, sig, after=3)
@@ -60,7 +59,6 @@ def long_crosscheck_log(tmp_path: Path) -> list[str]:
             "--set", f"B={B}", "--json", "r.json", "--junit", "r.xml"]
 
 
-@pytest.mark.xfail(strict=True, reason="crosscheck's --json and --junit write nothing on SIGINT or SIGTERM")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_crosscheck_reports_are_written_when_stopped(tmp_path, sig):
     r = stop_after(long_crosscheck_log(tmp_path), tmp_path, sig, after=3)
@@ -70,7 +68,6 @@ def test_crosscheck_reports_are_written_when_stopped(tmp_path, sig):
     assert "interrupt" in (tmp_path / "r.xml").read_text().lower()
 
 
-@pytest.mark.xfail(strict=True, reason="after SIGTERM, run's JUnit reads as a clean pass with no sign of the stop")
 def test_run_junit_shows_the_interruption(tmp_path):
     args = ["run", "lora", "parallel-grad", "--preset", "medium", "--repeat", "10000", "--timeout", "60",
             "--set", "executor=thread", "--json", "r.json", "--junit", "r.xml"]
