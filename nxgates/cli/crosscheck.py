@@ -41,6 +41,10 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
     from nxgates.reporting.console import Renderer
     from nxgates.reporting.crosscheck import CrosscheckHeading, render_crosscheck
 
+    if gate == "all":  # one log is the output of one gate's seed program
+        known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
+        raise ConfigError(f"crosscheck takes one gate, not 'all': a log is one seed program's run (crosscheck "
+                          f"knows: {known})")
     entry = load_registry(config).resolve(gate)
     if entry.module not in xc.LOG_FORMATS:
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)

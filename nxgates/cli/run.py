@@ -74,7 +74,12 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         raise ConfigError("-q/--quiet and -v/--verbose cannot be combined")
     reg = load_registry(config)
     entries = reg.select(gates)
+    if scheduler == "":
+        raise ConfigError("--scheduler: empty address (give host:port, or leave it out for a LocalCluster)")
     if executor is not None:
+        if not any("executor" in e.gate.params for e in entries):
+            raise ConfigError(f"--executor applies to none of: {', '.join(e.name for e in entries)} "
+                              "(only gates with a worker pool take it)")
         sets = (*sets, f"executor={executor}")
     params = registry.effective_params(entries, preset, sets)
     options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler}
