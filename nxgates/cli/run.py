@@ -78,7 +78,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         raise ConfigError("--scheduler: empty address (give host:port, or leave it out for a LocalCluster)")
     if executor is not None:
         if not any("executor" in e.gate.params for e in entries):
-            raise ConfigError(f"--executor applies to none of: {', '.join(e.name for e in entries)} "
+            raise ConfigError(f"--executor: unknown parameter for {', '.join(e.name for e in entries)} "
                               "(only gates with a worker pool take it)")
         sets = (*sets, f"executor={executor}")
     params = registry.effective_params(entries, preset, sets)
