@@ -121,7 +121,7 @@ def _lstat_output(path: str, flag: str) -> os.stat_result | None:
     if stat.S_ISLNK(st.st_mode):
         raise ConfigError(f"{flag} {path}: refusing to write: is a symlink; give the file it points to")
     if stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{flag} {path}: is a directory")
+        raise ConfigError(f"{flag} {path}: is a directory, not a regular file")
     if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):  # opening one would block until a reader comes
         raise ConfigError(f"{flag} {path}: is a FIFO or socket; refusing to write: not a regular file "
                           "(write to '-' and pipe that instead)")
