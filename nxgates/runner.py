@@ -1,5 +1,5 @@
 """Runs a gate, once or ``--repeat`` times, and turns each run into a :class:`GateReport`: passed, failed,
-timed out or crashed."""
+timed out, broke its contract (:mod:`nxgates.contract`) or crashed."""
 
 from __future__ import annotations
 
@@ -163,20 +163,20 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
     first = run_gate(entry, params, **kwargs)
     if repeat <= 1 or first.error:
         return first
-    signature = _signature(first)
-    if isinstance(signature, GateReport):
-        return signature
-    agreed = 1
-    for _ in range(repeat - 1):
-        again = run_gate(entry, params, **kwargs)
-        if again.error:
-            again.seconds += first.seconds  # the time of every run so far, as the deadline counted it
-            return again
-        again_signature = _signature(again)
-        if isinstance(again_signature, GateReport):
-            return again_signature
-        agreed += again_signature == signature
-        first.seconds += again.seconds
+    try:
+        signature = _signature(first)
+        agreed = 1
+        for _ in range(repeat - 1):
+            again = run_gate(entry, params, **kwargs)
+            if again.error:
+                again.seconds += first.seconds  # the time of every run so far, as the deadline counted it
+                return again
+            agreed += _signature(again) == signature
+            first.seconds += again.seconds
+    except BadDigest as exc:  # the gate's digest function: its bug, named as the gate's
+        report = _failed(entry, params, first.fault, first.seconds, f"gate error: {exc}", "gate")
+        report.label = first.label
+        return report
     first.output.check(
         f"repeat: {repeat} runs agree",
         agreed == repeat,
@@ -185,16 +185,16 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
     return first
 
 
-def _signature(report: GateReport) -> tuple | GateReport:
-    """What ``--repeat`` runs must agree on; a digest that raises or is not a str is the gate's error."""
+class BadDigest(Exception):
+    """A gate's ``digest`` raised or is not a str: the gate's error, not the runner's."""
+
+
+def _signature(report: GateReport) -> tuple:
+    """What ``--repeat`` runs must agree on: every check's verdict and the digest."""
     try:
         digest = report.output.digest
-        if not isinstance(digest, str):
-            raise TypeError(f"digest is a {type(digest).__name__}, not a str")
-    except Exception as exc:  # the gate's digest function: its bug, named as the gate's
-        out = GateOutput()
-        error = f"gate error: its digest raised {type(exc).__name__}: {' '.join(str(exc).split())}"
-        out.check("gate", False, error)
-        return GateReport(report.name, report.params, out, report.seconds, report.fault, error, "gate",
-                          label=report.label)
+    except Exception as exc:  # a gate's lazy digest function runs here, at the first read
+        raise BadDigest(f"its digest raised {type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    if not isinstance(digest, str):
+        raise BadDigest(f"its digest is a {type(digest).__name__}, not a str")
     return tuple((c.name, c.passed) for c in report.output.checks), digest
