@@ -212,8 +212,14 @@ class GateOutput:
                 yield item
 
     def check(self, name: str, passed: bool, detail: str = "", seconds: float | None = None) -> Check:
-        """Record a PASS/FAIL line; its time is the work since the previous check (or the start)."""
+        """Record a PASS/FAIL line; its time is the work since the previous check (or the start).
+
+        ``passed`` must be a boolean (numpy's included); anything else is a FAIL and breaks the gate's contract.
+        """
         now = time.perf_counter()
+        if not _is_boolean(passed):  # "False" or 1 is not a verdict
+            self.__dict__.setdefault("_not_boolean", {})[name] = type(passed).__name__
+            passed = False
         c = Check(name, bool(passed), detail, now - self._clock if seconds is None else seconds)
         self._clock = now
         self.items.append(c)
@@ -266,6 +272,14 @@ class GateOutput:
         if not name or name in figures:
             raise ValueError(f"fingerprint {name!r}: each figure needs its own, non-empty name")
         figures[name] = value
+
+
+def _is_boolean(value: Any) -> bool:
+    """A Python bool or a numpy boolean scalar (what a comparison of arrays gives); nothing else."""
+    if isinstance(value, bool):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and dtype.kind == "b" and getattr(value, "ndim", 1) == 0
 
 
 class Variant(NamedTuple):

@@ -61,8 +61,10 @@ def load_module(reg: Registration) -> ModuleType:
     """Import the registered module; any failure (a missing dependency, a syntax error) is one line."""
     try:
         return importlib.import_module(reg.module)
-    except Exception as exc:  # a third party's import-time bug must not become a traceback
+    except (Exception, SystemExit) as exc:  # an import-time bug or sys.exit(): the plugin is broken, nxgates runs on
         message = " ".join(str(exc).split())
+        if isinstance(exc, SystemExit):
+            message = f"sys.exit({exc.code!r}) at import"
         raise ConfigError(f"{reg.where}: cannot import: {type(exc).__name__}: {message}") from None
 
 

@@ -1,5 +1,5 @@
 """Runs a gate, once or ``--repeat`` times, and turns each run into a :class:`GateReport`: passed, failed,
-timed out or crashed."""
+timed out, broke its contract (:mod:`nxgates.contract`) or crashed."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from nxgates import contract
 from nxgates.baseline.keys import label, shown_params
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError, refused_a_resource
 from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
@@ -23,8 +24,9 @@ class GateReport:
     output: GateOutput
     seconds: float
     fault: str | None = None
-    error: str | None = None  #: one line: "timed out after 5.0 s" or "internal error: ..."
-    error_kind: str | None = None  #: "timeout" or "crash"
+    error: str | None = None  #: one line: "timed out after 5.0 s", "gate error: ..." or "internal error: ..."
+    #: "timeout", "gate" (the gate broke its contract: sys.exit, a wrong result; exit 1) or "crash" (exit 3)
+    error_kind: str | None = None
     traceback: str | None = None
     #: how lines name this run, e.g. ``lora[T=3 DM=6 R=2]`` (:func:`nxgates.baseline.keys.label`)
     label: str = ""
@@ -42,7 +44,7 @@ class GateReport:
     def verdict(self) -> str:
         if self.error_kind == "timeout":
             return f"{self.name}: RED -- {self.error}"
-        if self.error_kind == "crash":
+        if self.error_kind in ("crash", "gate"):
             return f"{self.name}: ERROR -- {self.error}"
         return self.output.green if self.passed else self.output.red
 
@@ -79,7 +81,7 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     )
     start = time.perf_counter()
     try:
-        output = entry.gate.run(ctx)
+        output = _call_run(entry, ctx)
     except NxError:
         raise
     except MemoryError:  # the estimate-before-allocate missed a limit (ulimit -v, a cgroup): sizes, not a bug
@@ -87,6 +89,9 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     except GateTimeout:
         seconds = time.perf_counter() - start
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
+    except SystemExit as exc:  # a gate never ends the runner: it is that gate's error, and the next one runs
+        seconds = time.perf_counter() - start
+        return _failed(entry, params, fault, seconds, f"gate error: run() called sys.exit({exc.code!r})", "gate")
     except Exception as exc:  # a bug in a gate: report it, keep the other gates running
         if isinstance(exc, OSError) and exc.errno in _LIMIT_ERRNOS:  # ... unless it is this machine's limits
             raise ResourceError(f"{entry.name}: the system refused a resource: {exc.strerror} (limits: ulimit -n "
@@ -105,12 +110,28 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     seconds = time.perf_counter() - start
     if ctx.deadline is not None and time.monotonic() > ctx.deadline:
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
+    problem = contract.wrong_output(output) or contract.not_json(output.metrics)
+    if problem:
+        return _failed(entry, params, fault, seconds, f"gate error: {problem}", "gate")
+    broken = contract.broken_checks(entry.gate, output, all_declared=entry.plugin_module is not None)
+    if broken:
+        output.check(contract.CONTRACT_CHECK, False, broken)
     given = ctx.options.get("inputs")
-    if given is not None and isinstance(output, GateOutput):  # a run on the user's tensors: key its figures by them
+    if given is not None:  # a run on the user's tensors: key its figures by them
         from nxgates.core.tensors.read import arrays_digest
 
         output.metrics["inputs_sha256"] = arrays_digest(given)
     return GateReport(entry.name, dict(params), output, seconds, fault)
+
+
+def _call_run(entry: GateEntry, ctx: RunContext) -> Any:
+    """The gate's ``run(ctx)``: in this thread for a built-in gate (it checks the time itself), in a worker
+    thread for a plugin, so the deadline holds whether or not it ever calls ``ctx.check_time()``."""
+    if entry.plugin_module is None:
+        return entry.gate.run(ctx)
+    from nxgates.deadline import call_with_deadline
+
+    return call_with_deadline(entry.name, lambda: entry.gate.run(ctx), ctx.deadline)
 
 
 #: errnos that mean "this machine's limits", not a bug: open files, processes (fork), kernel memory, /dev/shm
@@ -147,15 +168,20 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
     first = run_gate(entry, params, **kwargs)
     if repeat <= 1 or first.error:
         return first
-    signature = _signature(first)
-    agreed = 1
-    for _ in range(repeat - 1):
-        again = run_gate(entry, params, **kwargs)
-        if again.error:
-            again.seconds += first.seconds  # the time of every run so far, as the deadline counted it
-            return again
-        agreed += _signature(again) == signature
-        first.seconds += again.seconds
+    try:
+        signature = _signature(first)
+        agreed = 1
+        for _ in range(repeat - 1):
+            again = run_gate(entry, params, **kwargs)
+            if again.error:
+                again.seconds += first.seconds  # the time of every run so far, as the deadline counted it
+                return again
+            agreed += _signature(again) == signature
+            first.seconds += again.seconds
+    except BadDigest as exc:  # the gate's digest function: its bug, named as the gate's
+        report = _failed(entry, params, first.fault, first.seconds, f"gate error: {exc}", "gate")
+        report.label = first.label
+        return report
     first.output.check(
         f"repeat: {repeat} runs agree",
         agreed == repeat,
@@ -164,5 +190,16 @@ def run_repeated(entry: GateEntry, params: dict[str, ParamValue], repeat: int, *
     return first
 
 
+class BadDigest(Exception):
+    """A gate's ``digest`` raised or is not a str: the gate's error, not the runner's."""
+
+
 def _signature(report: GateReport) -> tuple:
-    return tuple((c.name, c.passed) for c in report.output.checks), report.output.digest
+    """What ``--repeat`` runs must agree on: every check's verdict and the digest."""
+    try:
+        digest = report.output.digest
+    except Exception as exc:  # a gate's lazy digest function runs here, at the first read
+        raise BadDigest(f"its digest raised {type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    if not isinstance(digest, str):
+        raise BadDigest(f"its digest is a {type(digest).__name__}, not a str")
+    return tuple((c.name, c.passed) for c in report.output.checks), digest

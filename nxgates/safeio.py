@@ -1,4 +1,5 @@
-"""Reading the files a user names, bounded.
+"""Reading the files a user names, bounded; writing the files nxgates makes, never over anything but a
+regular file.
 
 A config, a log or a gradient file that turns out to be ``/dev/zero``, a FIFO nobody writes to, or a
 multi-gigabyte file must end in one line and exit 2, at once: never 24 GB of memory, a hang or a
@@ -7,10 +8,12 @@ traceback. Every file nxgates reads on a user's behalf goes through here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
 from pathlib import Path
+from typing import BinaryIO, NamedTuple
 
 from nxgates.core.memory import fmt_bytes
 from nxgates.errors import ConfigError
@@ -69,3 +72,136 @@ def read_text(path: str | Path, what: str, limit: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+# ---- writing: one policy for every file nxgates writes ----------------------------------------------------
+#
+# A report, a gradient file or a selftest document is written only to a new path or over an existing
+# regular file whose last component is not a symlink: never through a symlink (a dangling one would
+# create its target), never onto a device, FIFO or socket. The data goes to a temporary file beside the
+# target, created with mode 0o666 so the umask applies (an existing file's mode is kept), and is renamed
+# over the target at the end, so a stopped run leaves the old file or the new one, never half of one.
+
+
+def output_path(path: str, flag: str, *, stdout_ok: bool = True) -> None:
+    """Refuse, before any work, an output ``path`` the policy above forbids (one line, exit 2).
+
+    ``-`` is standard output where ``stdout_ok``; elsewhere it is refused rather than made a file named ``-``.
+    """
+    if path == "":
+        raise ConfigError(f"{flag}: empty path")
+    if path == "-":
+        if stdout_ok:
+            return
+        raise ConfigError(f"{flag} needs a file path ('-' is not standard output here)")
+    st = _lstat_output(path, flag)
+    parent = os.path.dirname(path) or "."
+    if st is None:
+        try:
+            parent_ok = os.path.isdir(parent)
+        except OSError as exc:
+            raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+        if not parent_ok:
+            raise ConfigError(f"{flag} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path}: cannot write: Permission denied (directory {parent})")
+    if st is not None and not os.access(path, os.W_OK):
+        raise ConfigError(f"{flag} {path}: cannot write: Permission denied")
+
+
+def _lstat_output(path: str, flag: str) -> os.stat_result | None:
+    """The target's own status (not a symlink's target's), None for a new path; refuses what may not be
+    written."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise ConfigError(f"{flag} {path}: refusing to write: is a symlink; give the file it points to")
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{flag} {path}: is a directory, not a regular file")
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):  # opening one would block until a reader comes
+        raise ConfigError(f"{flag} {path}: is a FIFO or socket; refusing to write: not a regular file "
+                          "(write to '-' and pipe that instead)")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{flag} {path}: refusing to write: not a regular file (a device)")
+    return st
+
+
+class PendingOutput(NamedTuple):
+    """An output being written: the open temporary file, its name, and the path it will be renamed to."""
+
+    fh: BinaryIO
+    tmp: str
+    path: str
+    flag: str
+
+
+def open_output(path: str, flag: str) -> PendingOutput:
+    """A temporary file beside ``path`` (checked by :func:`output_path`), to :func:`commit_output` at the end."""
+    existing = _lstat_output(path, flag)
+    directory = os.path.dirname(path) or "."
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".nxgates-{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)  # the umask applies, as for any file a command creates
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+    else:
+        raise ConfigError(f"{flag} {path}: cannot write: no free temporary name in {directory}")
+    if existing is not None:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+    return PendingOutput(os.fdopen(fd, "wb"), tmp, path, flag)
+
+
+def commit_output(out: PendingOutput) -> None:
+    """Close the temporary file and rename it over its path, checked again: meanwhile it may have become a
+    symlink or a device, which a rename would replace."""
+    try:
+        out.fh.close()
+        _lstat_output(out.path, out.flag)
+        os.replace(out.tmp, out.path)
+    except OSError as exc:
+        discard_output(out)
+        raise ConfigError(f"{out.flag} {out.path}: cannot write: {exc.strerror or exc}") from None
+    except ConfigError:
+        discard_output(out)
+        raise
+
+
+def discard_output(out: PendingOutput) -> None:
+    """Close and remove the temporary file: the target is left as it was."""
+    with contextlib.suppress(OSError):
+        out.fh.close()
+    with contextlib.suppress(OSError):
+        os.unlink(out.tmp)
+
+
+def write_output(path: str, data: bytes, flag: str) -> None:
+    """``data`` written whole to ``path`` under the policy above."""
+    out = open_output(path, flag)
+    try:
+        out.fh.write(data)
+    except OSError as exc:
+        discard_output(out)
+        raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+    commit_output(out)
+
+
+def same_file_key(path: str) -> tuple[int, int] | None:
+    """(device, inode) of what ``path`` names, following symlinks; None for a path that names nothing yet.
+
+    Two paths with one key are one file, whatever their spelling: symlinks and hardlinks included.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

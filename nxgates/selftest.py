@@ -33,9 +33,12 @@ class KillRow(NamedTuple):  # immutable: a NamedTuple costs start-up less than a
 
 
 def selftest(entries: list[GateEntry], params: dict[str, dict[str, ParamValue]], timeout: float | None,
-             on_row: Callable[[KillRow], None] | None = None) -> list[KillRow]:
-    """Every gate clean, then with each of its faults: the liar-kill table."""
-    rows = []
+             on_row: Callable[[KillRow], None] | None = None, rows: list[KillRow] | None = None) -> list[KillRow]:
+    """Every gate clean, then with each of its faults: the liar-kill table.
+
+    Rows are appended to ``rows`` as they finish, so a caller stopped midway still has the finished ones.
+    """
+    rows = [] if rows is None else rows
     for entry in entries:
         faults = [(None, None), *entry.gate.faults.items()]
         for variant in (Variant("", {}), *entry.gate.selftest_variants()):

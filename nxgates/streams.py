@@ -7,6 +7,7 @@ anything runs; after a reader closes the pipe (EPIPE), human output stops quietl
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -117,3 +118,13 @@ def check_written(stream: TextIO) -> None:
     error = getattr(stream, "error", None)
     if error is not None and getattr(stream, "stream", None) is not sys.stderr:  # stderr: nobody to tell
         raise ConfigError(f"cannot write the report to standard output: {error.strerror or error}")
+
+
+def stdout_to_stderr(when: bool) -> contextlib.ExitStack:
+    """While gates run, ``sys.stdout`` goes to stderr ``when`` stdout carries a report (``--json -``), so a
+    gate's ``print()`` cannot corrupt it; ``close()`` the result to restore it. Writes to file descriptor 1
+    itself (a C library, a child process) are beyond this."""
+    stack = contextlib.ExitStack()
+    if when:
+        stack.enter_context(contextlib.redirect_stdout(sys.stderr if sys.stderr is not None else Discard()))
+    return stack

@@ -46,3 +46,55 @@ def test_undecodable_bytes_are_a_usage_error(tmp_path):
     p.write_bytes(b"x = '\xff'\n")
     with pytest.raises(ConfigError, match="not UTF-8 text"):
         safeio.read_text(p, "--config", 100)
+
+
+# ---- the output policy --------------------------------------------------------------------------------
+
+
+def test_an_output_is_written_whole_by_a_rename_and_keeps_an_existing_files_mode(tmp_path):
+    target = tmp_path / "r.json"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    safeio.write_output(str(target), b"new", "--json")
+    assert target.read_bytes() == b"new" and (os.stat(target).st_mode & 0o777) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.symlink_to("elsewhere"), "is a symlink"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: os.mkfifo(p), "is a FIFO"),
+])
+def test_outputs_the_policy_refuses(tmp_path, make, message):
+    target = tmp_path / "out"
+    make(target)
+    with pytest.raises(ConfigError, match=message):
+        safeio.output_path(str(target), "--json")
+    with pytest.raises(ConfigError, match=message):
+        safeio.open_output(str(target), "--json")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_target_that_became_a_symlink_before_the_rename_is_left_alone(tmp_path):
+    target = tmp_path / "g.npy"
+    out = safeio.open_output(str(target), "--save-grads")
+    out.fh.write(b"data")
+    (tmp_path / "precious").write_text("keep")
+    target.symlink_to("precious")
+    with pytest.raises(ConfigError, match="is a symlink"):
+        safeio.commit_output(out)
+    assert target.is_symlink() and (tmp_path / "precious").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npy", "precious"]
+
+
+def test_dash_is_stdout_only_where_allowed():
+    safeio.output_path("-", "--json")
+    with pytest.raises(ConfigError, match="--save-grads needs a file path"):
+        safeio.output_path("-", "--save-grads", stdout_ok=False)
+
+
+def test_hardlinks_share_a_same_file_key(tmp_path):
+    (tmp_path / "a").write_text("x")
+    os.link(tmp_path / "a", tmp_path / "b")
+    assert safeio.same_file_key(str(tmp_path / "a")) == safeio.same_file_key(str(tmp_path / "b"))
+    assert safeio.same_file_key(str(tmp_path / "new")) is None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nxgates.errors import ConfigError
-from nxgates.safeio import read_text
+from nxgates.safeio import output_path, read_text
 
 FORMAT = 1  #: the format version this nxgates reads and writes
 SIZE_LIMIT = 64 << 20  #: cells are kept as digests, so even many gates at large sizes stay far below this
@@ -77,21 +77,10 @@ def update(path: str, entries: Mapping[str, Mapping[str, Any]], flag: str) -> No
 
 
 def _target(path: str, flag: str) -> Path:
-    """``path`` if it may be written: absent or a regular file, never through a symlink."""
-    if path in ("", "-"):
-        raise ConfigError(f"{flag}: give a file path (not {path!r})")
-    target = Path(path)
-    try:
-        st = os.lstat(target)
-    except FileNotFoundError:
-        return target
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise ConfigError(f"{flag} {path}: is a symlink; give the file it points to")
-    if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{flag} {path}: not a regular file")
-    return target
+    """``path`` if it may be written under nxgates' one output policy: absent or a regular file, never
+    through a symlink (:func:`nxgates.safeio.output_path`)."""
+    output_path(path, flag, stdout_ok=False)
+    return Path(path)
 
 
 @contextlib.contextmanager

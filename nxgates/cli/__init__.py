@@ -61,6 +61,9 @@ def main() -> None:
     code = cli.main(standalone_mode=False)
     signals.ignore_stop_signals()  # the verdict is decided: a signal now must not turn it into a crash
     stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    deadline = sys.modules.get("nxgates.deadline")  # imported only when a plugin gate ran
+    if deadline is not None:
+        stuck += deadline.abandoned_threads()  # a plugin's run past its deadline: it may hold the GIL at exit
     if code in (EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP) or stuck:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -43,6 +43,10 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
     from nxgates.reporting.console import Renderer
     from nxgates.reporting.crosscheck import CrosscheckHeading, render_crosscheck
 
+    if gate == "all":  # one log is the output of one gate's seed program
+        known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
+        raise ConfigError(f"crosscheck takes one gate, not 'all': a log is one seed program's run (crosscheck "
+                          f"knows: {known})")
     entry = load_registry(config).resolve(gate)
     if entry.module not in xc.LOG_FORMATS:
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
@@ -60,7 +64,17 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
         params = chosen[entry.name]
     parsed = xc.parse_log(xc.read_log(log), entry.module, f"log {log}")
 
-    report = xc.crosscheck(entry.name, entry.module, parsed, params, timeout=timeout, source=source, options=options)
+    from nxgates.cli.exits import stop_reason
+    from nxgates.cli.signals import signals_held
+
+    try:
+        report = xc.crosscheck(entry.name, entry.module, parsed, params, timeout=timeout, source=source,
+                                options=options)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the reports say so
+        click.echo(f"nxgates: {stop_reason(exc)[0]}; writing the reports", err=True)
+        with signals_held():
+            files.write_reports([], json_path=json_path, junit_path=junit_path, interrupted=True)
+        return stop_reason(exc)[1]
     from nxgates.streams import check_written, human_stream, require_stdout
 
     if "-" in (json_path, junit_path):
@@ -68,6 +82,7 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
     human = human_stream(to_stderr="-" in (json_path, junit_path))
     heading = CrosscheckHeading(entry.name, log, params, xc.describe_source(source))
     render_crosscheck(Renderer(human, quiet=quiet), heading, report)
-    files.write_reports([report], json_path=json_path, junit_path=junit_path)
+    with signals_held():  # a Ctrl-C or SIGTERM now must not leave a report half written
+        files.write_reports([report], json_path=json_path, junit_path=junit_path)
     check_written(human)
     return 0 if report.passed else EXIT_FAIL

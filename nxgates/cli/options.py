@@ -85,9 +85,12 @@ def refuse_two_on_stdout(json_path: str | None, junit_path: str | None) -> None:
 
 
 def distinct_files(paths: dict[str, str | None]) -> None:
-    """Two options naming one file would lose one of them (a report overwritten by the other, gradients
-    overwritten while compared): exit 2, comparing real paths so ``./r.json`` and a symlink count too."""
-    seen: dict[str, str] = {}
+    """Two options naming one file would lose one of them (a report overwritten by the other, a log or
+    gradients overwritten while read): exit 2. Paths are compared as real paths, and existing files by
+    device and inode, so ``./r.json``, a symlink and a hardlink all count as the same file."""
+    from nxgates.safeio import same_file_key
+
+    seen: dict[object, str] = {}
     for flag, path in paths.items():
         if path == "":
             raise ConfigError(f"{flag}: empty path")
@@ -97,6 +100,9 @@ def distinct_files(paths: dict[str, str | None]) -> None:
             real = os.path.realpath(path)
         except OSError as exc:  # e.g. the current directory was deleted under us
             raise ConfigError(f"{flag} {path}: cannot resolve the path: {exc.strerror or exc}") from None
-        if real in seen:
-            raise ConfigError(f"{seen[real]} and {flag} name the same file {path}; give each its own")
-        seen[real] = flag
+        for key in (real, same_file_key(path)):
+            if key is None:
+                continue
+            if key in seen:
+                raise ConfigError(f"{seen[key]} and {flag} name the same file {path}; give each its own")
+            seen[key] = flag

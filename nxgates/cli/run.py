@@ -92,7 +92,12 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         raise ConfigError("-q/--quiet and -v/--verbose cannot be combined")
     reg = load_registry(config)
     entries = reg.select(gates)
+    if scheduler == "":
+        raise ConfigError("--scheduler: empty address (give host:port, or leave it out for a LocalCluster)")
     if executor is not None:
+        if not any("executor" in e.gate.params for e in entries):
+            raise ConfigError(f"--executor: unknown parameter for {', '.join(e.name for e in entries)} "
+                              "(only gates with a worker pool take it)")
         sets = (*sets, f"executor={executor}")
     if reduction is not None:
         sets = (*sets, f"reduction={reduction}")
@@ -119,7 +124,10 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
                     "--inputs": inputs, "--summary": summary_path, "--html": html_path})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
-    files.check_writable(save_grads, "--save-grads")
+    if save_grads is not None:
+        from nxgates.safeio import output_path
+
+        output_path(save_grads, "--save-grads", stdout_ok=False)
     to_github = None  #: the GitHub output asked for; its module is imported only where it may write
     if annotations is not None or summary_path is not None or "GITHUB_ACTIONS" in os.environ:
         from nxgates.reporting import github
@@ -137,7 +145,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
 
         pinned = session.prepare(session.BaselineOptions(baseline, update_baseline, baseline_missing), fault)
 
-    from nxgates.streams import check_written, human_stream, require_stdout
+    from nxgates.streams import check_written, human_stream, require_stdout, stdout_to_stderr
 
     if "-" in (json_path, junit_path):
         require_stdout("the report")
@@ -147,6 +155,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         click.echo(f"nxgates: warning: {warning}", err=True)
     done = []
     interrupted: KeyboardInterrupt | None = None
+    quiet_stdout = stdout_to_stderr("-" in (json_path, junit_path))  # a gate's print() must not corrupt it
     try:
         for e in entries:
             progress = RichProgress(human) if renderer.console is not None else None
@@ -161,6 +170,8 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated)
         interrupted = exc
         click.echo(f"nxgates: {stop_reason(exc)[0]}; writing the reports of finished gates", err=True)
+    finally:
+        quiet_stdout.close()
     with signals_held():  # a second Ctrl-C or SIGTERM must not leave a report half written
         renderer.summary(done)
         files.write_reports(done, json_path=json_path, junit_path=junit_path, interrupted=interrupted is not None)

@@ -22,6 +22,8 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     Exits 0 only when every clean run passes and every fault is caught by the checks it names.
     """
     from nxgates import registry
+    from nxgates.cli.exits import stop_reason
+    from nxgates.cli.signals import signals_held
     from nxgates.reporting import files
     from nxgates.reporting.console import Renderer
     from nxgates.reporting.selftest import KillTable, selftest_json_text
@@ -31,7 +33,7 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     entries = reg.select(gates or ("all",))
     params = registry.effective_params(entries, None, ())
     files.check_writable(json_path, "--json")
-    from nxgates.streams import check_written, human_stream, require_stdout
+    from nxgates.streams import check_written, human_stream, require_stdout, stdout_to_stderr
 
     if json_path == "-":
         require_stdout("the report")
@@ -43,11 +45,23 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
         if row.report.traceback and debug:
             click.echo(row.report.traceback, err=True)
 
-    rows = selftest(entries, params, timeout, on_row=show)
-    ok = table.summary(rows)
-    if json_path:
-        files.write_text(json_path, selftest_json_text(rows), "--json")
+    rows: list[KillRow] = []
+    interrupted: KeyboardInterrupt | None = None
+    quiet_stdout = stdout_to_stderr(json_path == "-")  # a gate's print() must not corrupt the JSON
+    try:
+        selftest(entries, params, timeout, on_row=show, rows=rows)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the rows so far are reported
+        interrupted = exc
+        click.echo(f"nxgates: {stop_reason(exc)[0]}; writing the report of the finished runs", err=True)
+    finally:
+        quiet_stdout.close()
+    with signals_held():  # a second Ctrl-C or SIGTERM must not leave the report half written
+        ok = table.summary(rows) if interrupted is None else False
+        if json_path:
+            files.write_text(json_path, selftest_json_text(rows, interrupted is not None), "--json")
     check_written(table.renderer.stream)
+    if interrupted is not None:
+        return stop_reason(interrupted)[1]
     if any(r.report.error_kind == "crash" for r in rows):
         return EXIT_INTERNAL
     return 0 if ok else EXIT_FAIL

@@ -4,16 +4,14 @@ the same shape) a chunk at a time, so neither holds B rows in memory."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from typing import Any
 
 import numpy as np
 
 from nxgates.core.tape import F32
 from nxgates.errors import ConfigError
-from nxgates.safeio import regular_file
+from nxgates.safeio import PendingOutput, commit_output, discard_output, open_output, regular_file
 
 
 class GradReader:
@@ -131,22 +129,22 @@ class GradWriter:
     half-written file and a path also given to ``--compare-grads`` is read intact.
     """
 
-    def __init__(self, path: str, fh: Any, tmp: str):
-        self.path, self.fh, self.tmp = path, fh, tmp
+    def __init__(self, out: PendingOutput):
+        self.path, self.fh, self.out = out.path, out.fh, out
 
     @classmethod
     def create(cls, path: str | None, B: int, n_params: int) -> GradWriter | None:
         if not path:
             return None
+        out = open_output(path, "--save-grads")  # the one output policy of nxgates.safeio
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".nxgates-", suffix=".npy", dir=os.path.dirname(path) or ".")
-            fh = os.fdopen(fd, "wb")
             header = {"descr": np.lib.format.dtype_to_descr(np.dtype(F32)), "fortran_order": False,
                       "shape": (B, n_params)}
-            np.lib.format.write_array_header_1_0(fh, header)  # what np.save writes for this array
+            np.lib.format.write_array_header_1_0(out.fh, header)  # what np.save writes for this array
         except OSError as exc:
+            discard_output(out)
             raise ConfigError(f"--save-grads {path}: cannot write: {exc.strerror or exc}") from None
-        return cls(path, fh, tmp)
+        return cls(out)
 
     def write(self, rows: np.ndarray) -> None:
         try:
@@ -155,17 +153,11 @@ class GradWriter:
             raise ConfigError(f"--save-grads {self.path}: cannot write: {exc.strerror or exc}") from None
 
     def finish(self) -> None:
-        try:
-            self.fh.close()
-            os.replace(self.tmp, self.path)
-        except OSError as exc:
-            raise ConfigError(f"--save-grads {self.path}: cannot write: {exc.strerror or exc}") from None
-        self.tmp = None
+        commit_output(self.out)
+        self.out = None
 
     def discard(self) -> None:
         """After :meth:`finish` nothing; otherwise the temporary file goes."""
-        if self.tmp is not None:
-            self.fh.close()
-            with contextlib.suppress(OSError):
-                os.unlink(self.tmp)
-            self.tmp = None
+        if self.out is not None:
+            discard_output(self.out)
+            self.out = None

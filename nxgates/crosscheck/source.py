@@ -60,7 +60,7 @@ def source_params(text: str, module: str, what: str) -> dict[str, int]:
 def read_source(path: str) -> str:
     from nxgates.safeio import read_text
 
-    return read_text(path, "--source", SOURCE_LIMIT)
+    return read_text(path, "--source", SOURCE_LIMIT).replace("\r\n", "\n")  # CRLF reads as LF, as logs do
 
 
 def describe_source(path: str | None) -> str:

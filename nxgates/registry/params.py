@@ -69,6 +69,8 @@ def effective_params(
             entry.gate.validate(params)
         except ConfigError as exc:
             raise ConfigError(f"{entry.name}: {exc}") from None
+        except SystemExit as exc:  # a plugin's validate() must not end the runner either
+            raise ConfigError(f"{entry.name}: validate() called sys.exit({exc.code!r})") from None
         result[entry.name] = params
     for n, (gate, key, _raw) in enumerate(parsed):
         if not used[n]:

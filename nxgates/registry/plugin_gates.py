@@ -31,7 +31,7 @@ def plugin_entries(gates: dict[str, GateEntry], source: str) -> dict[str, GateEn
             entry.gate  # noqa: B018 - check GATE and TABLE now: a broken plugin is listed as broken
         except ConfigError as exc:
             entry.broken = str(exc)
-        except Exception as exc:  # a plugin's validate() with a bug of its own
+        except (Exception, SystemExit) as exc:  # a plugin's validate() with a bug of its own, or a sys.exit()
             entry.broken = f"{reg.where}: {type(exc).__name__}: {' '.join(str(exc).split())}"
         if entry.broken is not None:
             entry.description, entry.aliases, entry._gate = "", (), None

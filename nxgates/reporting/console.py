@@ -21,6 +21,19 @@ def use_rich(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
+def console_width(stream: TextIO) -> int | None:
+    """The width rich should use: None (rich reads ``COLUMNS`` and the terminal) unless ``COLUMNS`` is not a
+    positive number, e.g. ``COLUMNS=0``, which would make rich print nothing at all; then the terminal's
+    own width, else 80."""
+    columns = os.environ.get("COLUMNS")
+    if columns is None or (columns.strip().isdigit() and int(columns) > 0):
+        return None
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return 80
+
+
 class Renderer:
     """Writes gate reports line by line; ``quiet`` keeps FAIL lines and verdicts, ``verbose`` adds cells."""
 
@@ -32,7 +45,7 @@ class Renderer:
         if use_rich(self.stream):
             from rich.console import Console
 
-            self.console = Console(file=self.stream, highlight=False, soft_wrap=True)
+            self.console = Console(file=self.stream, highlight=False, soft_wrap=True, width=console_width(self.stream))
 
     def _emit(self, text: str, style: str | None = None) -> None:
         if self.console is not None:
@@ -104,8 +117,9 @@ class RichProgress(Progress):
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+            console = Console(file=self.stream, width=console_width(self.stream))
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=Console(file=self.stream), transient=True)
+                                 TimeElapsedColumn(), console=console, transient=True)
             self._bar.start()
             self._task = self._bar.add_task(self._label, total=self._total)
         if self._bar is not None:

@@ -2,44 +2,28 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from nxgates.errors import ConfigError
 from nxgates.runner import GateReport
 
 
 def check_writable(path: str | None, flag: str) -> None:
-    """Fail before any gate runs when a report could not be written (exit 2, one line)."""
-    if path is None or path == "-":
-        return
-    p = Path(path)
-    try:  # pathlib's is_dir() and friends raise, not answer False, for e.g. a name too long
-        if p.is_dir():
-            raise ConfigError(f"{flag} {path}: is a directory")
-        if p.is_fifo() or p.is_socket():  # opening one would block until a reader comes, maybe forever
-            raise ConfigError(f"{flag} {path}: is a FIFO or socket; write to '-' and pipe that instead")
-        if not p.parent.is_dir():
-            raise ConfigError(f"{flag} {path}: directory {p.parent} does not exist")
-        existed = p.exists()
-        with open(p, "a", encoding="utf-8"):
-            pass
-        if not existed:
-            p.unlink()  # leave no empty report behind if the run stops before writing it
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+    """Fail before any gate runs when a report could not be written (exit 2, one line); see
+    :func:`nxgates.safeio.output_path` for which paths may be written."""
+    if path is not None:
+        from nxgates.safeio import output_path
+
+        output_path(path, flag)
 
 
 def write_text(path: str, text: str, flag: str) -> None:
-    """Write a report to ``path``, or to stdout for ``-``."""
+    """Write a report to ``path`` (whole, by a rename), or to stdout for ``-``."""
     if path == "-":
         from nxgates.streams import write_stdout
 
         write_stdout(text)  # closed stdout: exit 2; a reader gone (EPIPE): dropped, the verdict stands
         return
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+    from nxgates.safeio import write_output
+
+    write_output(path, text.encode("utf-8"), flag)
 
 
 def write_reports(reports: list[GateReport], *, json_path: str | None, junit_path: str | None,
@@ -52,4 +36,4 @@ def write_reports(reports: list[GateReport], *, json_path: str | None, junit_pat
     if junit_path:
         from nxgates.reporting.junit_report import junit_text
 
-        write_text(junit_path, junit_text(reports), "--junit")
+        write_text(junit_path, junit_text(reports, interrupted), "--junit")

@@ -53,8 +53,14 @@ def gate_json(r: GateReport) -> dict[str, Any]:
 
 
 def dumps(doc: dict[str, Any]) -> str:
-    """The text every JSON report is written as: indented, one trailing newline."""
-    return json.dumps(doc, indent=2) + "\n"
+    """The text every JSON report is written as: indented, one trailing newline, strict JSON (RFC 8259):
+    a NaN or an infinity a gate put in its metrics is written as null."""
+    try:
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    except ValueError:
+        from nxgates.contract import finite_or_null
+
+        return json.dumps(finite_or_null(doc), indent=2, allow_nan=False) + "\n"
 
 
 def json_text(reports: list[GateReport], interrupted: bool = False) -> str:

@@ -7,8 +7,12 @@ import xml.etree.ElementTree as ET
 from nxgates.runner import GateReport
 
 
-def to_junit(reports: list[GateReport]) -> ET.Element:
-    """One <testsuite> per gate, one <testcase> per check; <failure> for a FAIL, <error> for crash/timeout."""
+def to_junit(reports: list[GateReport], interrupted: bool = False) -> ET.Element:
+    """One <testsuite> per gate, one <testcase> per check; <failure> for a FAIL, <error> for crash/timeout.
+
+    A stopped run (Ctrl-C, SIGTERM) adds a suite ``interrupted`` with one <error>: a CI reading only this file
+    must not take the finished gates for the whole run.
+    """
     suites = ET.Element("testsuites", name="nxgates")
     totals = {"tests": 0, "failures": 0, "errors": 0}
     for r in reports:
@@ -31,13 +35,22 @@ def to_junit(reports: list[GateReport]) -> ET.Element:
         totals["tests"] += len(checks)
         totals["failures"] += failures
         totals["errors"] += errors
+    if interrupted:
+        suite = ET.SubElement(suites, "testsuite", name="interrupted", tests="1", failures="0", errors="1",
+                              skipped="0", time="0.000000")
+        case = ET.SubElement(suite, "testcase", classname="nxgates.interrupted", name="interrupted", time="0.000000")
+        err = ET.SubElement(case, "error", message="the run was interrupted before every gate finished",
+                            type="interrupted")
+        err.text = "interrupted: only the gates that finished are reported"
+        totals["tests"] += 1
+        totals["errors"] += 1
     for key, value in totals.items():
         suites.set(key, str(value))
     return suites
 
 
-def junit_text(reports: list[GateReport]) -> str:
+def junit_text(reports: list[GateReport], interrupted: bool = False) -> str:
     """What ``--junit`` writes: indented, with the XML declaration CI parsers expect."""
-    root = to_junit(reports)
+    root = to_junit(reports, interrupted)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -40,22 +40,25 @@ class KillTable:
         return ok
 
 
-def selftest_json(rows: list[KillRow]) -> dict[str, Any]:
-    """The kill table and every run, as ``selftest --json`` writes them."""
+def selftest_json(rows: list[KillRow], interrupted: bool = False) -> dict[str, Any]:
+    """The kill table and every run, as ``selftest --json`` writes them; a stopped selftest never passes."""
     from nxgates.reporting.json_report import environment_json, gate_json
 
-    return {
+    doc = {
         "nxgates": __version__,
-        "passed": all(r.ok for r in rows),
+        "passed": bool(rows) and not interrupted and all(r.ok for r in rows),
         "kills": [{"gate": r.gate, "variant": r.variant, "fault": r.fault, "ok": r.ok,
                    "caught": r.fault is not None and r.ok, "failed_checks": r.failed_checks,
                    "expected": list(r.expected)} for r in rows],
         "gates": [gate_json(r.report) for r in rows],
         "environment": environment_json([r.report for r in rows]),
     }
+    if interrupted:
+        doc["interrupted"] = True
+    return doc
 
 
-def selftest_json_text(rows: list[KillRow]) -> str:
+def selftest_json_text(rows: list[KillRow], interrupted: bool = False) -> str:
     from nxgates.reporting.json_report import dumps
 
-    return dumps(selftest_json(rows))
+    return dumps(selftest_json(rows, interrupted))

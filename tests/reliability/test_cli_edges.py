@@ -57,7 +57,6 @@ TERMINAL_RUNS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="COLUMNS=0 on a terminal prints nothing for run and crosscheck")
 @pytest.mark.parametrize("case", sorted(TERMINAL_RUNS))
 def test_columns_zero_on_a_terminal_still_shows_the_report(tmp_path, case):
     args, code, verdict = TERMINAL_RUNS[case]
@@ -74,7 +73,6 @@ def test_a_normal_terminal_shows_the_report(tmp_path, case):
     assert got_code == code and verdict in shown, (got_code, shown[-1500:])
 
 
-@pytest.mark.xfail(strict=True, reason="crosscheck all offers 'all' among the gates it knows")
 def test_crosscheck_all_does_not_offer_all(tmp_path):
     (tmp_path / "run.log").write_text(lora_log())
     r = nx("crosscheck", "all", "run.log", cwd=tmp_path)
@@ -82,14 +80,12 @@ def test_crosscheck_all_does_not_offer_all(tmp_path):
     assert "or 'all'" not in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="lora-train --executor dask says '--set executor: unknown parameter'")
 def test_executor_for_a_gate_without_a_pool_names_the_option(tmp_path):
     r = nx("run", "lora-train", "--executor", "dask", cwd=tmp_path)
     assert_one_line_error(r, "lora-train", "--executor")
     assert "--set executor" not in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="--scheduler '' complains about executor=thread")
 def test_an_empty_scheduler_address_is_named_as_such(tmp_path):
     r = nx("run", "parallel-grad", "--scheduler", "", cwd=tmp_path)
     assert_one_line_error(r, "--scheduler")
