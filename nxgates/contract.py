@@ -2,7 +2,7 @@
 declared ones, each reported once with a real boolean, and metrics a JSON report can hold.
 
 A gate that breaks this cannot be trusted to be GREEN: a check it forgot to report would otherwise count as
-passed. Built-in gates keep the contract by construction; the checks are here for plugins.
+passed. Built-in gates and plugins are held to it alike.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ def wrong_output(output: Any) -> str | None:
     return f"run() returned {type(output).__name__}, not a nxgates.gatekit.GateOutput"
 
 
-def broken_checks(gate: GateDef, output: GateOutput, *, all_declared: bool) -> str | None:
+def broken_checks(gate: GateDef, output: GateOutput) -> str | None:
     """Why the reported checks are not the declared ones, each once with a real boolean; None when they are.
 
-    ``all_declared``: every declared check must be reported. A plugin's must; a built-in gate may leave out
-    one that an option it was not given adds (parallel-grad's T4 without ``--compare-grads``).
+    Every declared check must be reported but those the gate declares optional (``GateDef.optional_checks``:
+    recorded only when an option asks, as parallel-grad's T4 with ``--compare-grads``).
     """
     declared = tuple(gate.checks)
     reported = [c.name for c in output.checks]
@@ -39,7 +39,7 @@ def broken_checks(gate: GateDef, output: GateOutput, *, all_declared: bool) -> s
             problems.append(f"check {name!r} is not declared")
         elif reported.count(name) > 1:
             problems.append(f"check {name!r} was reported {reported.count(name)} times")
-    missing = [name for name in declared if name not in reported] if all_declared or not reported else []
+    missing = [name for name in declared if name not in reported and name not in gate.optional_checks]
     if missing:
         problems.append("declared check" + ("s " if len(missing) > 1 else " ")
                         + ", ".join(map(repr, missing)) + " not reported")

@@ -399,6 +399,9 @@ class GateDef:
     #: why ``fault`` cannot change anything at these parameters (planting it there is a usage error, not a
     #: green run), or None where it can and a check must catch it
     fault_applies: Callable[[str, dict[str, ParamValue]], str | None] = lambda fault, params: None
+    #: declared checks a run records only when an option asks for them (parallel-grad's T4 with
+    #: ``--compare-grads``); every other declared check is recorded by every run that finishes
+    optional_checks: tuple[str, ...] = ()
 
 
 class _PendingCells(NamedTuple):

@@ -113,7 +113,7 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     problem = contract.wrong_output(output) or contract.not_json(output.metrics)
     if problem:
         return _failed(entry, params, fault, seconds, f"gate error: {problem}", "gate")
-    broken = contract.broken_checks(entry.gate, output, all_declared=entry.plugin_module is not None)
+    broken = contract.broken_checks(entry.gate, output)
     if broken:
         output.check(contract.CONTRACT_CHECK, False, broken)
     given = ctx.options.get("inputs")

@@ -259,6 +259,7 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
 GATE = GateDef(
     params=PARAMS,
     checks=(L1, L2, L3, L4, L5),
+    optional_checks=(L5,),
     run=run,
     faults=FAULTS,
     validate=validate,

@@ -201,6 +201,7 @@ def _seed_log() -> SeedLog:
 GATE = GateDef(
     params=PARAMS,
     checks=(CHECK_A, CHECK_B, CHECK_FROZEN, CHECK_FOREIGN),
+    optional_checks=(CHECK_FOREIGN,),
     run=run,
     faults=FAULTS,
     validate=validate,

@@ -39,6 +39,7 @@ def _seed_log() -> SeedLog:
 GATE = GateDef(
     params=PARAMS,
     checks=CHECKS,
+    optional_checks=(T4,),
     run=run,
     faults=FAULTS,
     validate=validate,
