@@ -43,19 +43,10 @@ def assert_stopped(r: Done, sig: signal.Signals) -> None:
     assert r.returncode == code and len(lines) == 1 and lines[0].startswith(start), (r.returncode, r.stderr[-2000:])
 
 
-@pytest.mark.xfail(strict=False, reason="a signal that lands while parallel-grad's Dask selftest variant runs gets "
-                   "distributed's stop noise on stderr (the stopped-Dask guarantee of test_dask_addresses_and_stops)")
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_selftest_json_is_written_when_stopped(tmp_path, sig):
-    r = stop_after(["selftest", "--json", "r.json"], tmp_path, sig, after=3)
-    assert_stopped(r, sig)
-    doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["interrupted"] is True and doc["passed"] is False
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_selftest_json_is_written_when_stopped_in_a_gate(plugins, sig):
-    """The same guarantee with no worker pool in play: stopped inside a gate's run, after finished runs."""
+    """A stopped selftest still writes its JSON, marked interrupted: stopped inside a gate's run (a plugin
+    that waits, so the signal lands there however fast the machine), after finished runs."""
     env = plugins(slow=plugin_source("import time\ntime.sleep(0.5 if ctx.fault else 30)\n" + GREEN_BODY))
     r = stop_after(["selftest", "lora", "slow", "--json", "r.json"], env.cwd, sig, after=3, env=env.env)
     assert_stopped(r, sig)
