@@ -16,20 +16,13 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-
-
-def constf(n: np.ndarray, d: int) -> np.ndarray:
-    return n.astype(np.float32) / np.float32(d)
+from peer_data import seed_data
 
 
 def main() -> None:
     D, H, O, B, repeats = (int(a) for a in sys.argv[1:6])
-    i = np.arange(H * D + O * H)
-    w = constf(((i * 7 + 1) % 13) - 6, 8)
-    x = constf(((np.arange(B * D) * 5 + 2) % 11) - 5, 7).reshape(B, D)
-    t = constf(((np.arange(B * O) * 3 + 1) % 9) - 4, 6).reshape(B, O)
-    W1, W2 = jnp.asarray(w[: H * D].reshape(H, D)), jnp.asarray(w[H * D :].reshape(O, H))
+    first, second, x, t = seed_data(D, H, O, B)
+    W1, W2 = jnp.asarray(first), jnp.asarray(second)
     X, T = jnp.asarray(x), jnp.asarray(t)
 
     def loss(params, xb, tb):

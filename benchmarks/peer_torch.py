@@ -11,23 +11,15 @@ import statistics
 import sys
 import time
 
-import numpy as np
 import torch
+from peer_data import seed_data
 from torch.func import grad, vmap
-
-
-def constf(n: np.ndarray, d: int) -> np.ndarray:
-    return n.astype(np.float32) / np.float32(d)
 
 
 def main() -> None:
     D, H, O, B, repeats = (int(a) for a in sys.argv[1:6])
-    i = np.arange(H * D + O * H)
-    w = constf(((i * 7 + 1) % 13) - 6, 8)
-    x = constf(((np.arange(B * D) * 5 + 2) % 11) - 5, 7).reshape(B, D)
-    t = constf(((np.arange(B * O) * 3 + 1) % 9) - 4, 6).reshape(B, O)
-    W1 = torch.from_numpy(w[: H * D].reshape(H, D).copy())
-    W2 = torch.from_numpy(w[H * D :].reshape(O, H).copy())
+    first, second, x, t = seed_data(D, H, O, B)
+    W1, W2 = torch.from_numpy(first), torch.from_numpy(second)
     X, T = torch.from_numpy(x), torch.from_numpy(t)
 
     def loss(params, xb, tb):
