@@ -200,3 +200,15 @@ def test_the_page_renders_in_a_headless_browser(invoke, tmp_path):
     assert png_colours(shot) > 1
     red = np.all(np.abs(pixels - (214, 39, 40)) <= 2, axis=-1)  # plots.FAIL_RED
     assert np.count_nonzero(red) > 100
+
+
+def test_pinned_figures_are_shown_by_their_digest_not_as_records(invoke, tmp_path):
+    import json
+
+    assert invoke("run", "lora", "--json", "r.json").exit_code == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    record = report["gates"][0]["fingerprints"]["A_analytic"]
+    page = html_text(report)
+    parse(page)
+    assert "Pinned figures" in page and f"sha256 {record['sha256'][:16]}..." in page
+    assert "'blocks'" not in page and "1329684529960" in page  # no raw record; the pinned loss as is

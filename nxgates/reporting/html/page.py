@@ -92,14 +92,25 @@ def _gate(gate: dict[str, Any], execution: dict[str, Any], index: int) -> str:
     parts += ["<h3>Parameters</h3>", _table(gate.get("params", {}))]
     if execution:
         parts += ["<h3>Execution</h3>", _table({k: v for k, v in execution.items() if k != "name"})]
-    figures = {**_scalars(gate.get("metrics") or {}), **(gate.get("fingerprints") or {})}
+    figures = _scalars(gate.get("metrics") or {})
     if figures:
         parts += ["<h3>Figures</h3>", _table(figures)]
+    pinned = {name: _pinned(value) for name, value in (gate.get("fingerprints") or {}).items()}
+    if pinned:
+        parts += ["<h3>Pinned figures (<code>--baseline</code>)</h3>", _table(pinned)]
     plotted = _plots(gate)
     if plotted:
         parts.append("<h3>Plots</h3>")
         parts += plotted
     return "\n".join(parts)
+
+
+def _pinned(value: Any) -> Any:
+    """A fingerprint as a person reads it: a scalar as is, an array's record as its type, shape and digest."""
+    if isinstance(value, dict) and "sha256" in value:
+        shape = "x".join(str(n) for n in value.get("shape", ()))
+        return f"{value.get('dtype', '')} [{shape}] sha256 {str(value['sha256'])[:16]}..."
+    return value
 
 
 def _scalars(metrics: dict[str, Any]) -> dict[str, Any]:
