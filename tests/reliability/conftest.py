@@ -34,15 +34,25 @@ class Done(NamedTuple):
 
 def nx(*args: str, cwd: Path, env: dict | None = None, timeout: float = 60, stdin=subprocess.DEVNULL) -> Done:
     """The console script with ``args``; a command that outlives ``timeout`` fails the test, never hangs it."""
-    start = time.monotonic()
+    return finish(start(list(args), cwd, env, stdin), timeout, f"nxgates {' '.join(args)[:200]}")
+
+
+def start(args: list[str], cwd: Path, env: dict | None = None, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    """The console script started in its own session (so :func:`kill_group` reaches its workers)."""
     proc = subprocess.Popen([SCRIPT, *args], cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc.started = time.monotonic()
+    return proc
+
+
+def finish(proc: subprocess.Popen, timeout: float, what: str) -> Done:
+    """Wait for a command from :func:`start`; one that outlives ``timeout`` is killed and fails the test."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(proc)
-        pytest.fail(f"nxgates {' '.join(args)[:200]} still running after {timeout} s")
-    return Done(proc.returncode, out, err, time.monotonic() - start)
+        pytest.fail(f"{what} still running after {timeout} s")
+    return Done(proc.returncode, out, err, time.monotonic() - proc.started)
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.oracles.seed_logs import parallel_grad_log
-from tests.reliability.conftest import GREEN_BODY, SCRIPT, Done, kill_group, plugin_source
+from tests.reliability.conftest import GREEN_BODY, Done, finish, plugin_source, start
 
 STOP = {signal.SIGINT: (130, "nxgates: interrupted"), signal.SIGTERM: (143, "nxgates: terminated (SIGTERM)")}
 
@@ -22,18 +21,11 @@ STOP = {signal.SIGINT: (130, "nxgates: interrupted"), signal.SIGTERM: (143, "nxg
 def stop_after(args: list[str], cwd: Path, sig: signal.Signals, after: float, timeout: float = 30,
                env: dict | None = None) -> Done:
     """Start ``nxgates ARGS``, send ``sig`` to it ``after`` seconds in, and wait for it to end."""
-    start = time.monotonic()
-    proc = subprocess.Popen([SCRIPT, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = start(args, cwd, env)
     time.sleep(after)
     assert proc.poll() is None, f"the command ended before the signal: {proc.communicate()}"
     proc.send_signal(sig)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        pytest.fail(f"still running {timeout} s after {sig.name}")
-    return Done(proc.returncode, out, err, time.monotonic() - start)
+    return finish(proc, timeout, f"nxgates {args[0]}, {sig.name} sent,")
 
 
 def assert_stopped(r: Done, sig: signal.Signals) -> None:
