@@ -147,3 +147,12 @@ def test_the_repository_equivalents_file_parses_and_names_files_mutmut_mutates(s
     assert entries and all(e.reason for e in entries)
     assert {e.change.file for e in entries} <= set(score.mutated_files(root))
     assert len({e.change for e in entries}) == len(entries)  # one entry, one reason per change
+
+
+def test_a_file_with_nothing_to_mutate_is_left_out_of_the_table(score, tmp_path, capsys):
+    root = fake_run(tmp_path, G_EQUIVALENT + F_EQUIVALENT, CODES)
+    (root / "pkg" / "__init__.py").write_text("from pkg.m import f\n")
+    (root / "mutants" / "pkg" / "__init__.py.meta").write_text(json.dumps({"exit_code_by_key": {}}))
+    assert score.main(root) == 0
+    out = capsys.readouterr().out
+    assert "pkg/m.py" in out and "__init__" not in out

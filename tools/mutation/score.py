@@ -116,9 +116,12 @@ def main(root: Path = Path(".")) -> int:
     used: set[Equivalent] = set()
     files = mutated_files(root)
     below = []
-    print(f"{'file':<34} {'killed':>7} / {'total':>5}  {'equiv':>5}  {'score':>6}")
+    width = max(len(path) for path in files)
+    print(f"{'file':<{width}} {'killed':>7} / {'total':>5}  {'equiv':>5}  {'score':>6}")
     for path in files:
         results = load_results(root, path)
+        if not results:  # nothing to mutate (a package's __init__ of imports)
+            continue
         survivors = sorted(k for k, code in results.items() if code not in DETECTED)
         sources = MutantSources(root, path) if survivors else None
         named, unexplained = set(), []
@@ -133,7 +136,7 @@ def main(root: Path = Path(".")) -> int:
         counted = len(results) - len(named)
         killed = counted - len(unexplained)
         score = killed / counted if counted else 1.0
-        print(f"{path:<34} {killed:>7} / {counted:>5}  {len(named):>5}  {score:>6.1%}")
+        print(f"{path:<{width}} {killed:>7} / {counted:>5}  {len(named):>5}  {score:>6.1%}")
         for key, change in unexplained:
             print(f"    {SURVIVED.get(results[key], f'exit {results[key]}')}: {key} in {change.function}  "
                   f"(mutmut show {key})\n        - {change.original}\n        + {change.mutated}")

@@ -118,6 +118,7 @@ def test_a_worker_lost_mid_pass_is_rerun_elsewhere_with_the_same_bits(tmp_path, 
         assert not t2.passed and "all tasks ran on 1 worker of 2" in t2.detail and "1 worker(s) lost" in t2.detail
 
 
+@pytest.mark.console_script
 def test_console_script_on_a_real_dask_scheduler_and_two_workers(tmp_path):
     """The user's path: `dask scheduler`, two `dask worker ADDRESS`, `nxgates run --scheduler ADDRESS`."""
     sched_file = tmp_path / "scheduler.json"
@@ -159,6 +160,7 @@ def test_console_script_on_a_real_dask_scheduler_and_two_workers(tmp_path):
         log.close()
 
 
+@pytest.mark.console_script
 def test_unreachable_scheduler_through_the_console_script(tmp_path):
     script = shutil.which("nxgates", path=str(BIN))
     r = subprocess.run([script, "run", "parallel-grad", "--scheduler", "tcp//no-such-host"], capture_output=True,
@@ -179,6 +181,7 @@ def tagged_processes(tag):
     return found
 
 
+@pytest.mark.console_script
 def test_ctrl_c_and_timeout_leave_no_worker_process_behind(tmp_path):
     import signal
     import uuid
