@@ -35,12 +35,14 @@ lint: $(VENV)/.dev-installed
 bench: compile
 	$(PY) benchmarks/bench.py
 
-# Mutation testing (slow, about two hours on two cores; not part of `make test`): a fresh mutmut run over the files
+# Mutation testing (slow, about two hours on two cores; not part of `make test`): mutmut over the files
 # [tool.mutmut] names in pyproject.toml, two workers, then the score per file (exit 1 below 85%; docs/mutation.md).
-# tools/mutation/run.py is mutmut started so that Dask's spawned workers can start under it. Survivors:
-# mutmut show NAME.
+# The run continues an earlier one in mutants/ (its survivors tried again with today's tests); rm -rf mutants to
+# start over. tools/mutation/run.py is mutmut started so that Dask's spawned workers can start under it.
+# Survivors: mutmut show NAME.
 mutation: $(VENV)/.dev-installed
-	rm -rf mutants && mkdir mutants
+	mkdir -p mutants
+	$(PY) tools/mutation/retry.py
 	@start=$$(date +%s); \
 	$(PY) tools/mutation/run.py run --max-children 2 > mutants/run.log 2>&1 || { tail -n 30 mutants/run.log; exit 1; }; \
 	echo "mutmut run: $$(( $$(date +%s) - start )) s (log: mutants/run.log)"

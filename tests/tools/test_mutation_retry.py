@@ -1,0 +1,51 @@
+"""tools/mutation/retry.py: the survivors of an earlier run (and only they) are tried again by the next one."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).parents[2] / "tools" / "mutation"
+
+
+@pytest.fixture(scope="module")
+def retry():
+    sys.path.insert(0, str(TOOLS))
+    try:
+        spec = importlib.util.spec_from_file_location("mutation_retry", TOOLS / "retry.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(TOOLS))
+
+
+def meta(path: Path, codes: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"exit_code_by_key": codes, "hash_by_function_name": {"f": "abc"},
+                                "durations_by_key": {}, "estimated_durations_by_key": {}}))
+    return path
+
+
+def test_survivors_are_cleared_and_every_other_result_kept(retry, tmp_path):
+    m = meta(tmp_path / "mutants" / "pkg" / "m.py.meta",
+             {"k_killed": 1, "k_timeout": 36, "k_survived": 0, "k_no_tests": 33, "k_unchecked": None})
+    assert retry.clear_survivors(tmp_path / "mutants") == 2
+    data = json.loads(m.read_text())
+    assert data["exit_code_by_key"] == {"k_killed": 1, "k_timeout": 36, "k_survived": None, "k_no_tests": None,
+                                        "k_unchecked": None}
+    assert data["hash_by_function_name"] == {"f": "abc"}  # mutmut's other records are untouched
+
+
+def test_a_run_with_nothing_to_retry_rewrites_nothing(retry, tmp_path):
+    m = meta(tmp_path / "mutants" / "pkg" / "m.py.meta", {"k_killed": 1})
+    before = m.read_text()
+    assert retry.clear_survivors(tmp_path / "mutants") == 0
+    assert m.read_text() == before
+
+
+def test_without_an_earlier_run_it_says_so(retry, tmp_path, capsys):
+    assert retry.main(tmp_path) == 0
+    assert "no earlier run" in capsys.readouterr().out
