@@ -183,15 +183,15 @@ def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> Header:
 
 
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, h: Header, where: str) -> np.ndarray:
-    """A member's data, into an array of its declared size, then native byte order and C order."""
-    flat = np.empty(h.nbytes // h.dtype.itemsize if h.dtype.itemsize else 0, h.dtype)
+    """A member's data, into an array of its declared size, then native byte order and C order. The data
+    ends the member (:func:`_header` checked the sizes), and zipfile checks the member's CRC as the last byte
+    is read."""
+    flat = np.empty(math.prod(h.shape), h.dtype)
     try:
         with zf.open(info) as fh:
             np.lib.format.read_magic(fh)
             fh.seek(info.file_size - h.nbytes)
             _read_into(fh, memoryview(flat).cast("B"), where)
-            if fh.read(1):  # also reads to the end, where zipfile checks the member's CRC
-                raise ConfigError(f"{where}: the member holds more than its header declares")
     except ConfigError:
         raise
     except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as exc:
