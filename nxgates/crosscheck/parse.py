@@ -30,7 +30,7 @@ def parse_log(text: str, module: str, what: str = "log") -> ParsedLog:
             raise LogError(f"{what}: truncated: ends after line {n}, expected the {gate} line '{spec.shows}'")
         record = spec.match(lines[n])
         if record is None:
-            hint = _other_gate(lines[n], module) if n == 0 else ""
+            hint = _other_gate(lines[n]) if n == 0 else ""
             raise LogError(f"{what}: line {n + 1}: expected the {gate} line '{spec.shows}', got "
                            f"{_shown(lines[n])}{hint}")
         parsed.records.setdefault(spec.key, []).append(record)
@@ -51,9 +51,10 @@ def _shown(line: str) -> str:
     return repr(line if len(line) <= 80 else line[:77] + "...")
 
 
-def _other_gate(line: str, module: str) -> str:
-    """A hint when the first line is another gate's: the commonest mistake is naming the wrong gate."""
-    for other, seed_log in known().items():
-        if other != module and seed_log.lines[0].match(line) is not None:
+def _other_gate(line: str) -> str:
+    """A hint when the first line is another gate's: the commonest mistake is naming the wrong gate. (The gate's
+    own first line did not match ``line``, so the gate named is another.)"""
+    for seed_log in known().values():
+        if seed_log.lines[0].match(line) is not None:
             return f" (this is a {seed_log.name} log)"
     return ""

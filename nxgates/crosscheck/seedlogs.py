@@ -14,10 +14,8 @@ def seed_log(module: str) -> SeedLog | None:
 
     if module not in available_modules():
         return None
-    gate = getattr(importlib.import_module(f"nxgates.gates.{module}"), "GATE", None)
-    if gate is not None and gate.seed_log is not None:
-        return gate.seed_log()
-    return None
+    gate = importlib.import_module(f"nxgates.gates.{module}").GATE  # every built-in gate module has one
+    return None if gate.seed_log is None else gate.seed_log()
 
 
 def known() -> dict[str, SeedLog]:
