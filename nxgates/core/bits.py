@@ -15,11 +15,10 @@ class BitComparison:
     bad_rows: list[tuple[int, int]]  #: (example, differing cells)
 
 
-def compare_bits(reference: np.ndarray, other: np.ndarray, rows: int = 16, count_nonzero: bool = True
-                 ) -> BitComparison:
+def compare_bits(reference: np.ndarray, other: np.ndarray, count_nonzero: bool = True) -> BitComparison:
     """Raw float32 bit equality per cell: -0.0 differs from 0.0 and NaN never hides a difference (compared
-    ``rows`` examples at a time, see :func:`count_differing`)."""
-    per_row = count_differing(reference, other, rows=rows)
+    a block of examples at a time, see :func:`count_differing`)."""
+    per_row = count_differing(reference, other)
     nonzero = int(np.count_nonzero(reference.view(np.uint32))) if count_nonzero else 0
     return BitComparison(int(per_row.sum()), nonzero, [(int(r), int(per_row[r])) for r in np.flatnonzero(per_row)])
 

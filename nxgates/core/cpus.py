@@ -16,7 +16,7 @@ def auto_workers() -> int:
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        n = os.cpu_count() or 1
+        n = os.cpu_count() or 2
     return max(2, n)
 
 

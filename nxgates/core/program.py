@@ -59,8 +59,7 @@ class Program:
 
     def run(self, *bound: np.ndarray) -> Any:
         """Replay the pass on ``bound`` (the same shapes and dtypes as recorded); returns its result."""
-        if len(bound) != len(self.signature) or any(
-                a.shape != shape or a.dtype != dtype for a, (shape, dtype) in zip(bound, self.signature, strict=True)):
+        if tuple((a.shape, a.dtype) for a in bound) != self.signature:
             raise ValueError("a program replays only on arrays of the shapes and dtypes it was recorded with")
         for kernel, args, slots in self._calls:
             if slots:
