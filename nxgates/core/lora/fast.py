@@ -111,7 +111,7 @@ def _cells_a_guarded(m: Model, f: Forward, shift: np.ndarray, ks: slice, out: np
     DM, T = shift.shape
     R = ks.stop - ks.start
     B = m.B[ks]
-    step = max(1, MOVES_ELEMENTS // max(1, R * T))
+    step = max(1, MOVES_ELEMENTS // (R * T))
     for i0 in range(0, DM, step):
         i1 = min(DM, i0 + step)
         # how far h[:, k] moves when A[i, k] moves by +delta and by -delta, cell by cell: (ci, R, T); the sums
