@@ -48,7 +48,7 @@ def probe_scheduler(address: str, seconds: float) -> None:
         why = " ".join(str(exc.strerror or exc).split())[:160]
         raise ConfigError(f"cannot reach the dask scheduler at {address}: {why}") from None
     if len(first) < 8 or not 0 < struct.unpack("<Q", first)[0] <= MOST_FRAMES:
-        shown = "closed the connection" if not first else f"answered {first[:8]!r}"
+        shown = "closed the connection" if not first else f"answered {first!r}"
         raise ConfigError(f"cannot reach the dask scheduler at {address}: not a Dask scheduler (it {shown})")
 
 

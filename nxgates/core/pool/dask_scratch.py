@@ -34,7 +34,7 @@ def sweep_stale() -> None:
     except OSError:
         return
     for entry in entries:
-        pid_text = entry.name[len(PREFIX):].split("-", 1)[0]
+        pid_text = entry.name[len(PREFIX):].partition("-")[0]
         if pid_text.isdigit() and entry.is_dir() and not _alive(int(pid_text)):
             shutil.rmtree(entry, ignore_errors=True)
 

@@ -156,12 +156,13 @@ class ProcessWorkerPool(WorkerPool):
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:
             raise RuntimeError("shared arrays must be made before the first task starts the workers")
+        import math
         import mmap
 
         dt = np.dtype(dtype)
-        nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dt.itemsize)
-        buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_SHARED)  # anonymous, inherited by the forked workers
-        return np.frombuffer(buf, dtype=dt, count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
+        count = math.prod(shape)
+        buf = mmap.mmap(-1, max(1, count * dt.itemsize), flags=mmap.MAP_SHARED)  # anonymous, inherited by the forks
+        return np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
 
     def barrier(self, parties: int, timeout: float) -> Any:
         if self.started:
