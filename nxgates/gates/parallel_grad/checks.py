@@ -24,10 +24,9 @@ def judge_t1(cmp: BitComparison, B: int, n_params: int) -> tuple[bool, str]:
 def pool_problems(records: list[TaskRecord], waited: WaitResult, B: int, distinct: int | None, n_workers: int
                   ) -> list[str]:
     """What went wrong with a pass's tasks (T2, T3): raised, lost, or all on one worker."""
-    problems = []
     failed = [r for r in records if r.error]
     lost = [r for r in records if not r.done]
-    problems += [f"{r.label} raised {r.error}" for r in failed[:3]]
+    problems = [f"{r.label} raised {r.error}" for r in failed[:3]]
     if lost:
         why = "timed out waiting" if waited.timed_out else "the pool went idle"
         problems.append(f"{len(lost)} task(s) never completed ({why}): {', '.join(r.label for r in lost[:5])}")

@@ -77,7 +77,7 @@ def run(ctx: RunContext) -> GateOutput:
     pool = None
     try:
         executor = choose_executor(p["executor"], scheduler, AUTO_EXECUTOR, dims.n_params)
-        pool = make_pool(executor, p["workers"], POOL_FAULTS.get(ctx.fault or ""), scheduler)
+        pool = make_pool(executor, p["workers"], POOL_FAULTS.get(ctx.fault), scheduler)
         return _run(ctx, pool, host, dims, B, compare)
     finally:
         if pool is not None:
@@ -93,7 +93,7 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
     NP = dims.n_params
     chunk = chunk_examples(NP, pool.n_workers, B, pool.remote)
     # a remote pool's workers on this host write their rows straight into host memory, as forked ones do
-    shared_rows = not pool.remote or getattr(pool, "same_host", False)
+    shared_rows = not pool.remote or pool.same_host  # (the remote pool, Dask's, knows where its workers are)
     rows_array = host.array if pool.remote and shared_rows else pool.array
     # the re-run's rows: only where the gate compares them (a cluster's tasks do not count, see run_task)
     outputs = [rows_array((chunk, NP)), rows_array((chunk, NP)) if pool.remote else None]

@@ -6,6 +6,7 @@ made of them. :class:`HostFiles` removes the files when the run ends."""
 from __future__ import annotations
 
 import fcntl
+import math
 import mmap
 import os
 import tempfile
@@ -47,7 +48,7 @@ def _shm_dir() -> str:
 def _map(path: str, nbytes: int) -> mmap.mmap:
     fd = os.open(path, os.O_RDWR)
     try:
-        return mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
+        return mmap.mmap(fd, nbytes)  # MAP_SHARED, mmap's default on Unix
     finally:
         os.close(fd)
 
@@ -59,7 +60,7 @@ class HostArray(np.ndarray):
     path: str = ""
 
     def __reduce__(self):
-        if self.path and isinstance(self.base, mmap.mmap):
+        if self.path:  # set only on the array mapping the file (a view's is "")
             return _attach_host_array, (self.path, self.shape, self.dtype.str)
         return np.asarray(self).__reduce__()
 
@@ -69,7 +70,7 @@ class HostArray(np.ndarray):
 
 def host_array(shape: tuple[int, ...], dtype: Any = np.float32) -> HostArray:
     dt = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     fd, path = tempfile.mkstemp(prefix="nxgates-arena-", dir=_shm_dir())
     try:
         os.ftruncate(fd, max(1, count * dt.itemsize))
@@ -80,7 +81,7 @@ def host_array(shape: tuple[int, ...], dtype: Any = np.float32) -> HostArray:
 
 def _attach_host_array(path: str, shape: tuple[int, ...], dtype: str) -> HostArray:
     dt = np.dtype(dtype)
-    buf = _map(path, max(1, int(np.prod(shape, dtype=np.int64)) * dt.itemsize))
+    buf = _map(path, max(1, math.prod(shape) * dt.itemsize))
     arr = np.ndarray.__new__(HostArray, shape, dt, buffer=buf)  # its base is the mapping itself
     arr.path = path
     return arr
@@ -110,7 +111,7 @@ class HostBarrier:
 
     def _add(self, index: int, value: int) -> None:
         state = self._counts()
-        with open(self.path, "rb") as lock:
+        with open(self.path) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 state[index] += value

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nxgates.core.bits import compare_bits, count_differing
+from nxgates.core.bits import count_differing
 from nxgates.core.gradfiles import GradReader, GradWriter
 from nxgates.core.mlp import example_grads, init_examples
 from nxgates.core.pool import WorkerPool
@@ -64,12 +64,12 @@ class Tally:
             self.rerun_mismatches += int(count_differing(parallel, rerun,
                                                          None if counted is None else counted[1]).sum())
         if saved is not None:
-            self.file_mismatches += compare_bits(serial, saved, count_nonzero=False).mismatches
+            self.file_mismatches += int(count_differing(serial, saved).sum())
 
     def take_serial_rows(self, serial: np.ndarray) -> None:
         """Serial rows, in example order: into the digest, and into the count of non-zero cells (T1 is
         vacuous without them)."""
-        self.sha.update(memoryview(serial).cast("B"))  # hashes in place, no copy; releases the GIL
+        self.sha.update(serial)  # hashes in place, no copy; releases the GIL
         self.nonzero += int(np.count_nonzero(serial.view(np.uint32)))
 
 
