@@ -41,11 +41,18 @@ def _wait_for_cpu(pid, seconds, limit=60.0):
     pytest.fail(f"the run used less than {seconds} s of CPU in {limit} s")
 
 
+def _hangup_not_ignored() -> None:
+    """A test suite started under ``nohup`` hands its ignored SIGHUP down to every command, and nxgates keeps an
+    ignored SIGHUP ignored, as nohup asks: the commands here start with SIGHUP at its default."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _stop_mid_run(tmp_path, args, sig, group):
     """Start a long run in its own session, let it work, signal it (its whole group, as a terminal's
     Ctrl-C or ``timeout`` does, or the main process only), and return (exit code, stderr lines)."""
     proc = subprocess.Popen([SCRIPT, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+                            text=True, start_new_session=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"),
+                            preexec_fn=_hangup_not_ignored)
     try:
         _wait_for_cpu(proc.pid, 0.6)  # imports done, inside the pool passes of the repeated gate
         if group:
@@ -132,7 +139,7 @@ def test_a_stop_signal_inside_a_finalizer_is_not_lost(name, raised):
     there would leave a run going for its whole --timeout. The stop must arrive, and nothing be printed."""
     python = str(Path(SCRIPT).with_name("python"))
     done = subprocess.run([python, "-c", LOST_IN_A_FINALIZER.replace("{name}", name)], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, preexec_fn=_hangup_not_ignored)
     assert (done.stdout.strip(), done.stderr) == (f"stopped {raised}", "")
 
 
