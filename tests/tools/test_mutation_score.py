@@ -156,3 +156,13 @@ def test_a_file_with_nothing_to_mutate_is_left_out_of_the_table(score, tmp_path,
     assert score.main(root) == 0
     out = capsys.readouterr().out
     assert "pkg/m.py" in out and "__init__" not in out
+
+
+def test_mutants_not_checked_count_against_the_score_and_call_the_run_incomplete(score, tmp_path, capsys):
+    codes = {**CODES, "pkg.m.x_f__mutmut_1": None}
+    root = fake_run(tmp_path, G_EQUIVALENT + F_EQUIVALENT, codes)
+    assert score.main(root) == 1
+    out = capsys.readouterr().out
+    assert "0 /     1      2    0.0%          1" in out
+    assert "not checked: pkg.m.x_f__mutmut_1" not in out
+    assert "1 mutant(s) not checked: the run is incomplete" in out
