@@ -111,3 +111,19 @@ def reference_tree_sum(values: list[float]) -> np.float32:
             v[k] = F32(v[k] + v[k + n - h])
         n -= h
     return v[0]
+
+
+class Units:
+    """A progress sink: [label, total, advanced] per unit started."""
+
+    def __init__(self):
+        self.units = []
+
+    def start(self, label, total):
+        self.units.append([label, total, 0])
+
+    def advance(self, steps=1):
+        self.units[-1][2] += steps
+
+    def stop(self):
+        pass

@@ -10,7 +10,7 @@ from nxgates.core import q20
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import Check, Line, RunContext
 from nxgates.gates import lora_train
-from tests.helpers import ctx
+from tests.helpers import Units, ctx
 
 SEED = {"T": 3, "DM": 6, "R": 2, "steps": 3, "lr_q": 104858, "delta": 2097, "tol_permil": 70}
 HEADER = ("=== nx_intfp_lora_train: train ONLY the LoRA adapter (rank 2) in Q20 INTEGER, no float: 3 steps of "
@@ -258,22 +258,6 @@ def test_a_cell_at_exactly_the_tolerance_passes_and_is_not_listed():
     out = lora_train.run(ctx({**SEED, "tol_permil": 2}))
     assert " final A (lora): 12/12 (worst=2permil of max|grad|=188429)" in [t for _, t, *_ in shown(out)]
     assert [t for level, t, *_ in shown(out) if level == "detail"] == [] and out.checks[2].passed
-
-
-class Units:
-    """A progress sink: [label, total, advanced] per unit started."""
-
-    def __init__(self):
-        self.units = []
-
-    def start(self, label, total):
-        self.units.append([label, total, 0])
-
-    def advance(self, steps=1):
-        self.units[-1][2] += steps
-
-    def stop(self):
-        pass
 
 
 def test_progress_names_each_training_and_the_gradcheck():

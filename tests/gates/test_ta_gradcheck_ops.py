@@ -9,7 +9,7 @@ from nxgates.core.tape import F32, ArenaFull, Tape, tree_sum
 from nxgates.gatekit import Line, RunContext
 from nxgates.gates import ta_gradcheck as tg
 from nxgates.gates._tape_faults import ReluGradEverywhereTape
-from tests.helpers import ctx
+from tests.helpers import Units, ctx
 
 SMALL = {"D": 3, "H": 4, "O": 2, "B": 3, "step_exp": 6, "tol_permil": 10}
 
@@ -157,22 +157,6 @@ def test_the_mlp_is_checked_on_given_inputs():
               "X": np.array([[1, -1, 0.5], [-2, 1, 1], [0.25, 0.5, -1]], F32), "T": np.ones((3, 2), F32)}
     out = tg.run(ctx(SMALL, fault="relu-grad", inputs=arrays))
     assert out.digest == "6:36:1000" and out.checks[-1].detail == "24 cells wrong in examples 1, 2"
-
-
-class Units:
-    """A progress sink: [label, total, advanced] per unit started."""
-
-    def __init__(self):
-        self.units = []
-
-    def start(self, label, total):
-        self.units.append([label, total, 0])
-
-    def advance(self, steps=1):
-        self.units[-1][2] += steps
-
-    def stop(self):
-        pass
 
 
 def test_progress_counts_the_mlp_examples():

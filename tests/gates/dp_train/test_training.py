@@ -18,7 +18,7 @@ from nxgates.gatekit import RunContext
 from nxgates.gates._tape_faults import ReluGradEverywhereTape
 from nxgates.gates.dp_train import gate, training
 from nxgates.gates.dp_train.training import SgdTrainer, TrainingJob, TrainingRun, TrainTask
-from tests.helpers import ctx
+from tests.helpers import Units, ctx
 
 DIMS = Dims(2, 3, 2)  # W1 is 3 x 2 (cells 0..5), W2 is 2 x 3 (cells 6..11)
 
@@ -367,22 +367,6 @@ def test_d4_over_part_of_the_batch_names_its_share_and_tolerance():
 def test_a_scheduler_address_is_refused_for_a_local_executor():
     with pytest.raises(ConfigError, match=r"^a scheduler address applies to executor=dask, not executor=thread$"):
         gate.run(ctx(SMALL, scheduler="tcp://127.0.0.1:9"))
-
-
-class Units:
-    """A progress sink: [label, total, advanced] per unit started."""
-
-    def __init__(self):
-        self.units = []
-
-    def start(self, label, total):
-        self.units.append([label, total, 0])
-
-    def advance(self, steps=1):
-        self.units[-1][2] += steps
-
-    def stop(self):
-        pass
 
 
 def test_auto_runs_a_small_net_on_threads_with_the_workers_given_and_counts_every_step():
