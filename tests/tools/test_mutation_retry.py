@@ -49,3 +49,56 @@ def test_a_run_with_nothing_to_retry_rewrites_nothing(retry, tmp_path):
 def test_without_an_earlier_run_it_says_so(retry, tmp_path, capsys):
     assert retry.main(tmp_path) == 0
     assert "no earlier run" in capsys.readouterr().out
+
+
+MUTATED = '''\
+def x_f__mutmut_orig(a):
+    return sorted(a, key=None)
+
+
+def x_f__mutmut_1(a):
+    return sorted(a, )
+
+
+def x_f__mutmut_2(a):
+    return sorted(a, key=len)
+'''
+
+EQUIVALENT = '''
+[[equivalent]]
+file = "pkg/m.py"
+function = "f"
+original = "return sorted(a, key=None)"
+mutated = "return sorted(a, )"
+reason = "key=None is sorted's default"
+'''
+
+
+def project(root: Path, codes: dict) -> Path:
+    (root / "mutants" / "pkg").mkdir(parents=True)
+    (root / "mutants" / "pkg" / "m.py").write_text(MUTATED)
+    (root / "tools" / "mutation").mkdir(parents=True)
+    (root / "tools" / "mutation" / "equivalents.toml").write_text(EQUIVALENT)
+    return meta(root / "mutants" / "pkg" / "m.py.meta", codes)
+
+
+def test_a_named_equivalent_is_skipped_and_an_unnamed_mutant_is_still_run(retry, tmp_path):
+    m = project(tmp_path, {"pkg.m.x_f__mutmut_1": None, "pkg.m.x_f__mutmut_2": None})
+    assert retry.skip_named_equivalents(tmp_path) == 1
+    assert json.loads(m.read_text())["exit_code_by_key"] == {"pkg.m.x_f__mutmut_1": retry.SKIPPED,
+                                                             "pkg.m.x_f__mutmut_2": None}
+
+
+def test_a_mutant_with_a_result_is_not_skipped_even_when_named(retry, tmp_path):
+    m = project(tmp_path, {"pkg.m.x_f__mutmut_1": 1, "pkg.m.x_f__mutmut_2": None})
+    assert retry.skip_named_equivalents(tmp_path) == 0
+    assert json.loads(m.read_text())["exit_code_by_key"]["pkg.m.x_f__mutmut_1"] == 1
+
+
+def test_main_retries_survivors_then_skips_the_named_ones(retry, tmp_path, capsys):
+    m = project(tmp_path, {"pkg.m.x_f__mutmut_1": 0, "pkg.m.x_f__mutmut_2": 0})
+    assert retry.main(tmp_path) == 0
+    assert json.loads(m.read_text())["exit_code_by_key"] == {"pkg.m.x_f__mutmut_1": retry.SKIPPED,
+                                                             "pkg.m.x_f__mutmut_2": None}
+    out = capsys.readouterr().out
+    assert "2 surviving mutant(s)" in out and "1 mutant(s) named" in out

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 TARGET = 0.85
 DETECTED = {1, 3, -24, 24, 152, 255, 36, -11, -9}  # mutmut's exit codes for killed / timeout / segfault
-SURVIVED = {0: "survived", 5: "no tests", 33: "no tests", None: "not checked"}
+SURVIVED = {0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", None: "not checked"}
 EQUIVALENTS = Path("tools/mutation/equivalents.toml")
 CLASS_MARK = "ǁ"  # mutmut names a method's mutants xǁClassǁmethod__mutmut_N
 
