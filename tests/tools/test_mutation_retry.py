@@ -102,3 +102,9 @@ def test_main_retries_survivors_then_skips_the_named_ones(retry, tmp_path, capsy
                                                              "pkg.m.x_f__mutmut_2": None}
     out = capsys.readouterr().out
     assert "2 surviving mutant(s)" in out and "1 mutant(s) named" in out
+
+
+def test_a_skipped_mutant_is_cleared_but_not_counted_as_a_survivor(retry, tmp_path):
+    m = meta(tmp_path / "mutants" / "pkg" / "m.py.meta", {"k_skipped": retry.SKIPPED, "k_survived": 0})
+    assert retry.clear_survivors(tmp_path / "mutants") == 1
+    assert json.loads(m.read_text())["exit_code_by_key"] == {"k_skipped": None, "k_survived": None}

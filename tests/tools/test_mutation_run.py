@@ -1,6 +1,7 @@
 """tools/mutation/run.py: each mutant's tests are handed to mutmut quickest first, none lost or added."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,45 @@ def test_the_wrapped_submit_passes_every_argument_and_only_reorders_the_tests(ru
     Runner.submit = run._submitting_fastest_first(Runner.submit, lambda: {"slow": 2.0, "fast": 0.1})
     Runner().submit("m__mutmut_1", {"slow", "fast"}, 30, 2.1)
     assert seen == [("m__mutmut_1", ["fast", "slow"], 30, 2.1)]
+
+
+def test_a_test_gets_ten_times_its_duration_and_never_under_the_floor(run):
+    assert run.deadline_s("t", {"t": 2.0}) == run.DEADLINE_FLOOR_S + 20.0
+    assert run.deadline_s("unmeasured", {}) == run.DEADLINE_FLOOR_S
+
+
+HANGS = """
+import threading
+
+def test_quick():
+    assert True
+
+def test_hangs():
+    threading.Event().wait()
+"""
+
+
+def _pytest_under_deadlines(run, test_file: Path, floor_s: float) -> int:
+    """Run one test file in a forked child under the plugin, as mutmut runs a mutant's tests; its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        code = 99
+        try:
+            run.DEADLINE_FLOOR_S = floor_s
+            code = int(pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(test_file.parent),
+                                    str(test_file)], plugins=[run.TestDeadline({})]))
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_a_hung_test_ends_the_run_as_a_timeout(run, tmp_path):
+    (tmp_path / "test_hang.py").write_text(HANGS)
+    assert _pytest_under_deadlines(run, tmp_path / "test_hang.py", floor_s=0.5) == run.TIMEOUT
+
+
+def test_a_run_that_finishes_in_time_keeps_pytests_own_status(run, tmp_path):
+    (tmp_path / "test_ok.py").write_text("def test_quick():\n    assert True\n")
+    assert _pytest_under_deadlines(run, tmp_path / "test_ok.py", floor_s=0.5) == 0
+    (tmp_path / "test_fails.py").write_text("def test_fails():\n    assert False\n")
+    assert _pytest_under_deadlines(run, tmp_path / "test_fails.py", floor_s=0.5) == 1

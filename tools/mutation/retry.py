@@ -24,17 +24,21 @@ SKIPPED = 34  # mutmut's exit code for a mutant it need not run
 
 
 def clear_survivors(mutants: Path) -> int:
-    """Set every undetected result under ``mutants`` to not checked; the number cleared."""
+    """Set every undetected result under ``mutants`` to not checked; the number of survivors among them.
+
+    Skipped mutants are cleared too, and skipped again by ``skip_named_equivalents`` only if still named.
+    """
     cleared = 0
     for meta in sorted(mutants.rglob("*.py.meta")):
         data = json.loads(meta.read_text())
         codes = data.get("exit_code_by_key", {})
         survivors = [key for key, code in codes.items() if code is not None and code not in DETECTED]
+        survivor_codes = [codes[key] for key in survivors]
         for key in survivors:
             codes[key] = None
         if survivors:
             meta.write_text(json.dumps(data, indent=4))
-            cleared += len(survivors)
+            cleared += sum(code != SKIPPED for code in survivor_codes)
     return cleared
 
 

@@ -8,12 +8,25 @@ it. Here mutmut is imported only when this file is the main script, never when a
 mutmut runs a mutant's tests with ``pytest -x`` in the order of a set, so a mutant that a 5 ms unit test kills
 may first wait for a 10 s test of a whole gate. Sorting each mutant's tests by the durations mutmut measured
 changes no verdict (the same tests run until the first failure) and makes most kills cost milliseconds.
+
+A mutant that makes a pool wait forever is a timeout for mutmut only when every test of the function could have
+run fifteen times over: half an hour for the tape's. Each test here has its own deadline instead, ten times its
+measured duration plus half a minute; a test past it ends the mutant's run with mutmut's own exit code for a
+timeout, which mutmut and the score count as detected, as they would the later one.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+
+import pytest
+
+TIMEOUT = 36  # mutmut's exit code for a run that took too long
+DEADLINE_FLOOR_S = 30.0
+DEADLINE_FACTOR = 10.0
 
 
 def fastest_first(tests: list[str], duration_by_test: Mapping[str, float]) -> list[str]:
@@ -29,13 +42,52 @@ def _submitting_fastest_first(submit: Callable, durations: Callable[[], Mapping[
     return submit_fastest_first
 
 
+def deadline_s(test: str, duration_by_test: Mapping[str, float]) -> float:
+    """How long one test may take on a mutant: ten times its measured duration, and never under half a minute."""
+    return DEADLINE_FLOOR_S + DEADLINE_FACTOR * duration_by_test.get(test, 0.0)
+
+
+class TestDeadline:
+    """A pytest plugin that ends the run as a timeout when one test (setup and teardown included) overruns."""
+
+    def __init__(self, duration_by_test: Mapping[str, float]):
+        self.duration_by_test = duration_by_test
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem) -> Iterator[None]:
+        previous = signal.signal(signal.SIGALRM, _end_as_timeout)
+        signal.setitimer(signal.ITIMER_REAL, deadline_s(item.nodeid, self.duration_by_test))
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _end_as_timeout(signum, frame) -> None:
+    """Leave at once: a hung test may hold locks or threads that an exception would never get past."""
+    os._exit(TIMEOUT)
+
+
+def _running_with_deadlines(durations: Callable[[], Mapping[str, float]]) -> Callable:
+    def run_tests(self, *, mutant_name: str | None, tests) -> int:
+        from mutmut.utils.file_utils import change_cwd
+
+        with change_cwd("mutants"):
+            return int(self.execute_pytest(self._pytest_args_regular_run(tests), plugins=[TestDeadline(durations())]))
+
+    return run_tests
+
+
 def main() -> int:
     from mutmut.__main__ import cli
+    from mutmut.runners import harness
     from mutmut.state import state
     from mutmut.workers import isolation
 
     for runner in (isolation.ForkServerRunner, isolation.ForkRunner):
         runner.submit = _submitting_fastest_first(runner.submit, lambda: state().duration_by_test)
+    harness.PytestRunner.run_tests = _running_with_deadlines(lambda: state().duration_by_test)
     return cli()
 
 
