@@ -63,7 +63,7 @@ def _pytest_under_deadlines(run, test_file: Path, floor_s: float) -> int:
         try:
             run.DEADLINE_FLOOR_S = floor_s
             code = int(pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(test_file.parent),
-                                    str(test_file)], plugins=[run.TestDeadline({})]))
+                                    str(test_file)], plugins=[run.TestDeadline({}, test_file.parent / "timeouts")]))
         finally:
             os._exit(code)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -72,6 +72,9 @@ def _pytest_under_deadlines(run, test_file: Path, floor_s: float) -> int:
 def test_a_hung_test_ends_the_run_as_a_timeout(run, tmp_path):
     (tmp_path / "test_hang.py").write_text(HANGS)
     assert _pytest_under_deadlines(run, tmp_path / "test_hang.py", floor_s=0.5) == run.TIMEOUT
+    report = (tmp_path / "timeouts" / "no-mutant.txt").read_text()
+    assert report.startswith("test_hang.py::test_hangs passed its deadline")
+    assert "in test_hangs" in report  # the hung thread's stack
 
 
 def test_a_run_that_finishes_in_time_keeps_pytests_own_status(run, tmp_path):

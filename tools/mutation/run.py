@@ -5,9 +5,10 @@ new process. ``.venv/bin/mutmut`` imports mutmut at the top, and mutmut reads it
 the working directory: a test that ran from a temporary directory then spawned workers that died looking for
 it. Here mutmut is imported only when this file is the main script, never when a worker re-runs it.
 
-mutmut runs a mutant's tests with ``pytest -x`` in the order of a set, so a mutant that a 5 ms unit test kills
-may first wait for a 10 s test of a whole gate. Sorting each mutant's tests by the durations mutmut measured
-changes no verdict (the same tests run until the first failure) and makes most kills cost milliseconds.
+mutmut's fork server (``process_isolation = "forkserver"``, see pyproject.toml) runs a mutant's tests with
+``pytest -x`` in the order of a set, so a mutant that a 5 ms unit test kills may first wait for a 10 s test of a
+whole gate. Sorting each mutant's tests by the durations mutmut measured, as its plain fork runner does, changes
+no verdict (the same tests run until the first failure) and makes most kills cost milliseconds.
 
 A mutant that makes a pool wait forever is a timeout for mutmut only when every test of the function could have
 run fifteen times over: half an hour for the tape's. Each test here has its own deadline instead, ten times its
@@ -17,10 +18,12 @@ timeout, which mutmut and the score count as detected, as they would the later o
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
@@ -48,14 +51,21 @@ def deadline_s(test: str, duration_by_test: Mapping[str, float]) -> float:
 
 
 class TestDeadline:
-    """A pytest plugin that ends the run as a timeout when one test (setup and teardown included) overruns."""
+    """A pytest plugin that ends the run as a timeout when one test (setup and teardown included) overruns.
 
-    def __init__(self, duration_by_test: Mapping[str, float]):
+    Before it leaves it writes the test's name and every thread's stack to ``<report_dir>/<mutant>.txt``, so a
+    timeout can be read, not only counted.
+    """
+
+    def __init__(self, duration_by_test: Mapping[str, float], report_dir: Path = Path("timeouts")):
         self.duration_by_test = duration_by_test
+        self.report_dir = report_dir
+        self.test = ""
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem) -> Iterator[None]:
-        previous = signal.signal(signal.SIGALRM, _end_as_timeout)
+        self.test = item.nodeid
+        previous = signal.signal(signal.SIGALRM, self._end_as_timeout)
         signal.setitimer(signal.ITIMER_REAL, deadline_s(item.nodeid, self.duration_by_test))
         try:
             yield
@@ -63,10 +73,18 @@ class TestDeadline:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
 
-
-def _end_as_timeout(signum, frame) -> None:
-    """Leave at once: a hung test may hold locks or threads that an exception would never get past."""
-    os._exit(TIMEOUT)
+    def _end_as_timeout(self, signum, frame) -> None:
+        """Leave at once: a hung test may hold locks or threads that an exception would never get past."""
+        try:
+            self.report_dir.mkdir(parents=True, exist_ok=True)
+            mutant = os.environ.get("MUTANT_UNDER_TEST") or "no-mutant"
+            with open(self.report_dir / f"{mutant}.txt", "w") as report:
+                report.write(f"{self.test} passed its deadline of "
+                             f"{deadline_s(self.test, self.duration_by_test):.0f} s\n")
+                report.flush()
+                faulthandler.dump_traceback(report, all_threads=True)
+        finally:
+            os._exit(TIMEOUT)
 
 
 def _running_with_deadlines(durations: Callable[[], Mapping[str, float]]) -> Callable:
