@@ -48,6 +48,20 @@ def _no_fallback(*args):
     raise AssertionError("the pooled gradcheck fell back to the in-process path")
 
 
+def test_each_task_is_labelled_with_the_columns_or_rows_it_fills(monkeypatch):
+    """The labels name a lost or failed task in the pool's records: inclusive bounds, as a person reads them."""
+    made = []
+
+    def recording_make_pool(*args, **kwargs):
+        made.append(real_make_pool(*args, **kwargs))
+        return made[-1]
+
+    real_make_pool = pool_module.make_pool
+    monkeypatch.setattr(pool_module, "make_pool", recording_make_pool)
+    _pooled(3, 7, 3, workers=2)
+    assert [r.label for r in made[0].records] == ["A columns 0..0", "A columns 1..2", "B rows 0..0", "B rows 1..2"]
+
+
 def _expected_diffs(T, DM, R, delta=2097):
     """``L(+d) - L(-d)`` per cell from the naive path (a whole forward per perturbation)."""
     m = core_lora.init_model(T, DM, R)
