@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 TOOLS = Path(__file__).parents[2] / "tools" / "mutation"
+SKIPPED_BY_RETRY = 34  # mutmut's exit code for a mutant it need not run
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """tools/mutation/run.py: each mutant's tests are handed to mutmut quickest first, none lost or added."""
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -82,3 +83,20 @@ def test_a_run_that_finishes_in_time_keeps_pytests_own_status(run, tmp_path):
     assert _pytest_under_deadlines(run, tmp_path / "test_ok.py", floor_s=0.5) == 0
     (tmp_path / "test_fails.py").write_text("def test_fails():\n    assert False\n")
     assert _pytest_under_deadlines(run, tmp_path / "test_fails.py", floor_s=0.5) == 1
+
+
+def test_named_equivalents_are_skipped_before_mutmut_reads_what_to_run(run, tmp_path, monkeypatch):
+    """A first run has no earlier results for retry.py to mark; the skip must happen inside the run."""
+    from tests.tools.test_mutation_retry import SKIPPED_BY_RETRY, project
+
+    m = project(tmp_path, {"pkg.m.x_f__mutmut_1": None, "pkg.m.x_f__mutmut_2": None})
+    monkeypatch.syspath_prepend(str(RUN.parent))
+    seen = []
+
+    def collect(*args, **kwargs):
+        seen.append((args, kwargs, json.loads(m.read_text())["exit_code_by_key"]))
+        return "collected"
+
+    assert run._skipping_named_equivalents(collect, tmp_path)("a", mutant_names=()) == "collected"
+    assert seen == [(("a",), {"mutant_names": ()},
+                     {"pkg.m.x_f__mutmut_1": SKIPPED_BY_RETRY, "pkg.m.x_f__mutmut_2": None})]

@@ -14,6 +14,10 @@ A mutant that makes a pool wait forever is a timeout for mutmut only when every 
 run fifteen times over: half an hour for the tape's. Each test here has its own deadline instead, ten times its
 measured duration plus half a minute; a test past it ends the mutant's run with mutmut's own exit code for a
 timeout, which mutmut and the score count as detected, as they would the later one.
+
+A mutant that ``tools/mutation/equivalents.toml`` names is marked skipped once mutmut has written the mutants and
+before it picks which to run, so a first run in an empty ``mutants/`` skips them too (``retry.py`` can only mark
+mutants that an earlier run wrote).
 """
 
 from __future__ import annotations
@@ -97,7 +101,18 @@ def _running_with_deadlines(durations: Callable[[], Mapping[str, float]]) -> Cal
     return run_tests
 
 
+def _skipping_named_equivalents(collect: Callable, root: Path) -> Callable:
+    def collect_after_skipping(*args, **kwargs):
+        from retry import skip_named_equivalents
+
+        print(f"mutation: {skip_named_equivalents(root)} mutant(s) named as equivalent are skipped", flush=True)
+        return collect(*args, **kwargs)
+
+    return collect_after_skipping
+
+
 def main() -> int:
+    import mutmut.__main__ as mutmut_main
     from mutmut.__main__ import cli
     from mutmut.runners import harness
     from mutmut.state import state
@@ -106,6 +121,8 @@ def main() -> int:
     for runner in (isolation.ForkServerRunner, isolation.ForkRunner):
         runner.submit = _submitting_fastest_first(runner.submit, lambda: state().duration_by_test)
     harness.PytestRunner.run_tests = _running_with_deadlines(lambda: state().duration_by_test)
+    mutmut_main.collect_source_file_mutation_data = _skipping_named_equivalents(
+        mutmut_main.collect_source_file_mutation_data, Path("."))
     return cli()
 
 
