@@ -272,3 +272,46 @@ def test_a_loss_that_stays_equal_counts_as_not_falling():
     assert out.metrics["losses"] == [1329684529960, 1329684529960]
     assert out.checks[0] == (lora_train.L1, False, "loss did not fall at step 1 (1329684529960 -> 1329684529960); "
                                                    "training stopped there", out.checks[0].seconds)
+
+
+def test_a_loss_that_stops_falling_later_names_its_own_step_and_losses():
+    out = lora_train.run(ctx({**SEED, "lr_q": 1000000}))
+    assert out.metrics["losses"] == [1329684529960, 907404503075, 1035403031706]
+    assert out.checks[0].detail == "loss did not fall at step 2 (907404503075 -> 1035403031706); training stopped there"
+
+
+def test_a_gradcheck_that_fails_fails_l3_though_no_gradient_is_stale():
+    """Tolerance 1 permil is below A's worst cell (2 permil): the gradcheck alone must turn L3 red."""
+    out = lora_train.run(ctx({**SEED, "tol_permil": 1}))
+    assert out.checks[2] == (lora_train.L3, False, "A (lora) 11/12 (worst=2permil), B (lora) 12/12 (worst=0permil)",
+                             out.checks[2].seconds)
+
+
+def test_every_stale_gradient_is_named(monkeypatch):
+    class BothStale(lora_train.Trainer):
+        def gradients(self, f):
+            dA, dB = super().gradients(f)
+            return dA + 1, dB + 1
+
+    monkeypatch.setattr(lora_train, "Trainer", BothStale)
+    out = lora_train.run(ctx(SEED))
+    assert out.checks[2].detail.endswith("; the loop's dA is not the backward's at the final weights"
+                                         "; the loop's dB is not the backward's at the final weights")
+
+
+def test_each_checked_computation_of_a_step_names_itself_for_the_overflow_message(monkeypatch):
+    """An int64 guard that trips says where (``Q20Overflow.what``): x@W, and under train-base W's own update.
+
+    With the limit at 0 every guard goes on to its exact check, which here records the name instead of raising.
+    """
+    named = []
+    monkeypatch.setattr(q20, "LIMIT", 0)
+    monkeypatch.setattr(q20, "check_bound", lambda bound, what, limit=None: named.append(what))
+    trainer = lora_train.Trainer(core_lora.init_model(3, 6, 2), 104858, "train-base")
+    assert named == ["x@W"]
+    f = trainer.forward()
+    named.clear()
+    trainer.step(f)
+    assert named == ["dy = 2y", "dB = h^T dy", "dh = dy B^T", "dA = x^T dh",  # the backward's, then W's own
+                     "dy = 2y", "dW = x^T dy", "W: lr_q * grad", "W: update", "x@W",
+                     "A: lr_q * grad", "A: update", "B: lr_q * grad", "B: update"]

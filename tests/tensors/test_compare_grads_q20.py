@@ -66,5 +66,8 @@ def test_lora_train_compares_the_final_gradients(tmp_path):
     assert r.returncode == 0, r.stdout
     assert f" PASS {lora_train.L5} -- 24 cells equal final.npz" in r.stdout.splitlines()
     np.savez(tmp_path / "initial.npz", **LORA_GRADS.make(SEED))
-    r = run_in_process("run", "lora-train", "--set", "steps=3", "--compare-grads", "initial.npz", cwd=tmp_path)
+    r = run_in_process("run", "lora-train", "--set", "steps=3", "--compare-grads", "initial.npz", "--json", "r.json",
+                       cwd=tmp_path)
     assert r.returncode == 1 and f" FAIL {lora_train.L5} -- 24 of 24 cells differ from initial.npz" in r.stdout
+    report = json.loads((tmp_path / "r.json").read_text())["gates"][0]["metrics"]["compare_grads"]
+    assert report["differing_cells"] == 24

@@ -167,3 +167,14 @@ def test_the_seed_run_does_not_import_the_pool():
             "print('nxgates.core.pool' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_given_tensors_are_the_ones_checked(lora_params):
+    """``--inputs``: the loss and the gradcheck are the given model's (an independent loss), not the formulas'."""
+    from tests.oracles.seed_lora import python_int_loss
+
+    seed = core_lora.init_model(3, 6, 2)
+    arrays = {"x": seed.x, "W": seed.W, "A": seed.A // 2, "B": seed.B}
+    out = lora_gate.run(ctx(lora_params, inputs=arrays))
+    assert out.metrics["loss_q"] == python_int_loss(*(arrays[k].tolist() for k in "xWAB")) != 1329684529960
+    assert [c.passed for c in out.checks] == [True, True, True]
