@@ -135,7 +135,8 @@ class ProcessWorkerPool(WorkerPool):
         not finished shutting down by then: the console script may leave through ``os._exit``, which would
         orphan a worker blocked forever on its queue, holding the caller's stdout open, and a stop (Ctrl-C,
         SIGTERM) must not wait on an executor's manager thread that does not end (``shutdown(wait=True)``
-        joins it without a limit)."""
+        joins it without a limit). A worker still alive a second after SIGTERM (a task that ignores it) is
+        killed."""
         with self._cv:
             busy = self._in_flight > 0
         processes, managers = self._workers()
@@ -152,6 +153,9 @@ class ProcessWorkerPool(WorkerPool):
                 p.terminate()
         for p in processes:
             p.join(1.0)
+            if p.is_alive():  # a task that ignores SIGTERM: SIGKILL cannot be ignored
+                p.kill()
+                p.join(1.0)
 
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:

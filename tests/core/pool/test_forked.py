@@ -164,3 +164,91 @@ def test_close_after_retire_still_terminates_a_stuck_worker():
     time.sleep(0.2)  # the task has started
     pool.close()
     assert all_exited(processes)
+
+
+def _deaf_sleep(ctx, worker):
+    """A task that ignores SIGTERM (as user code in a plugin's task may) and then hangs."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(ctx)
+
+
+def _join_timeouts(monkeypatch):
+    """Every timeout the test's thread hands to an executor's manager thread's or a worker process's join, as
+    (kind, timeout): what close() waits for, not what the executors' own threads wait for."""
+    import multiprocessing.process
+    import threading
+    from concurrent.futures import process
+
+    seen = []
+    real_thread_join, real_process_join = threading.Thread.join, multiprocessing.process.BaseProcess.join
+
+    def thread_join(self, timeout=None):
+        if isinstance(self, process._ExecutorManagerThread):
+            seen.append(("thread", timeout))
+        return real_thread_join(self, timeout)
+
+    def process_join(self, timeout=None):
+        if threading.current_thread() is threading.main_thread():
+            seen.append(("process", timeout))
+        return real_process_join(self, timeout)
+
+    monkeypatch.setattr(threading.Thread, "join", thread_join)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", process_join)
+    return seen
+
+
+def test_closing_a_busy_pool_does_not_wait_for_its_stuck_worker(monkeypatch):
+    """A stuck task will not end: close() terminates at once instead of waiting CLOSE_SECONDS for it."""
+    from nxgates.core.pool import forked as pool_module
+
+    monkeypatch.setattr(pool_module, "CLOSE_SECONDS", 60.0)
+    pool = ProcessWorkerPool(1)
+    pool.submit(_sleep, 60.0, worker=0)
+    pool.flush()
+    time.sleep(0.2)  # the task has started
+    processes = list(pool._executors[0]._processes.values())
+    seen = _join_timeouts(monkeypatch)
+    t0 = time.monotonic()
+    pool.close()
+    assert time.monotonic() - t0 < 20
+    assert all_exited(processes)
+    assert [t for kind, t in seen if kind == "thread"] == [0.0]  # the manager thread: not waited for
+    assert [t for kind, t in seen if kind == "process"] == [1.0]  # the terminated worker: a second to exit
+
+
+def test_closing_an_idle_pool_gives_its_workers_close_seconds_in_all(monkeypatch):
+    from nxgates.core.pool import forked as pool_module
+
+    pool = ProcessWorkerPool(2)
+    processes = started_workers(pool)
+    seen = _join_timeouts(monkeypatch)
+    pool.close()
+    waits = [t for kind, t in seen if kind == "thread"]
+    assert len(waits) == 2 and all(0 < t <= pool_module.CLOSE_SECONDS for t in waits)
+    assert [p.exitcode for p in processes] == [0, 0]
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_not_left_running():
+    pool = ProcessWorkerPool(1)
+    pool.submit(_deaf_sleep, 60.0, worker=0)
+    pool.flush()
+    time.sleep(0.5)  # the task has started and set its handler
+    processes = list(pool._executors[0]._processes.values())
+    pool.close()
+    assert all_exited(processes, seconds=2.0)
+
+
+def test_batches_still_queued_for_a_closed_pool_are_cancelled_not_run():
+    """A stuck worker holds its executor: what was handed over behind it is cancelled when the pool closes."""
+    pool = ProcessWorkerPool(1)
+    pool.submit(_sleep, 60.0, worker=0)
+    pool.flush()
+    for _ in range(3):
+        pool.submit(noop, None, worker=0)
+        pool.flush()
+    time.sleep(0.2)
+    pool.close()
+    errors = [r.error for r in pool.records]
+    assert errors[-1] == "CancelledError: cancelled when the pool closed", errors
