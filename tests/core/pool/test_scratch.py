@@ -26,10 +26,22 @@ def dead_pid():
 
 @pytest.fixture
 def sleeper():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    """A live process that any signal but 0 would end: every disposition set back to its default (a test run
+    under nohup would otherwise hand it an ignored SIGHUP)."""
+    code = ("import signal, time\n"
+            "for s in signal.valid_signals():\n"
+            "    try:\n"
+            "        signal.signal(s, signal.SIG_DFL)\n"
+            "    except (OSError, ValueError):\n"
+            "        pass\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(30)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
     yield proc
     proc.kill()
     proc.wait()
+    proc.stdout.close()
 
 
 @pytest.fixture

@@ -59,3 +59,23 @@ def test_dask_streams_a_step_in_chunks_to_the_same_weights(cluster, monkeypatch)
     out = dp_train.run(ctx(params, scheduler=cluster))
     assert all(by_name(out).values()) and out.metrics["weights_sha256"] == expected
     assert len(shared) == 2 * (1 + 3)  # two pools (D1, D2): the job, then one set of weights per step
+
+
+@pytest.mark.parametrize("executor", ["dask", "auto"])
+def test_a_scheduler_address_is_the_cluster_used_and_none_is_started(cluster, executor, monkeypatch):
+    """--scheduler ADDRESS: the run is on that cluster (with executor=auto too), never on one of its own."""
+    def no_cluster_of_its_own(*args):
+        raise AssertionError("started a LocalCluster though an address was given")
+
+    monkeypatch.setattr(dask_pool, "local_cluster", no_cluster_of_its_own)
+    monkeypatch.setattr(dask_pool, "_borrow_local_cluster", no_cluster_of_its_own)
+    used = []
+    real_connect = dask_pool.DaskWorkerPool._connect
+
+    def connect(self, distributed, n_workers, scheduler):
+        used.append(scheduler)
+        return real_connect(self, distributed, n_workers, scheduler)
+
+    monkeypatch.setattr(dask_pool.DaskWorkerPool, "_connect", connect)
+    out = dp_train.run(ctx({**SEED, "executor": executor}, scheduler=cluster))
+    assert all(by_name(out).values()) and used and set(used) == {cluster}
