@@ -37,7 +37,8 @@ def compare(analytic: np.ndarray, numeric: np.ndarray, tol: int) -> Verdict:
     analytic = np.asarray(analytic, np.float64).reshape(-1)
     numeric = np.asarray(numeric, np.float64).reshape(-1)
     maxabs = max(float(np.max(np.abs(analytic))), 1e-30)  # no cells: numpy's ValueError (nothing to judge)
-    rel = np.floor(np.abs(numeric - analytic) * 1000 / maxabs)
+    with np.errstate(over="ignore", invalid="ignore"):  # a non-finite gradient (a diverged run) fails its cell
+        rel = np.floor(np.abs(numeric - analytic) * 1000 / maxabs)
     rel = np.where(np.isfinite(rel), rel, np.inf)
     return Verdict(int(rel.size), int(np.count_nonzero(rel <= tol)), int(min(np.max(rel), 1 << 62)), maxabs)
 

@@ -149,3 +149,15 @@ def test_wide_inputs_are_differenced_a_few_hidden_rows_at_a_time():
     assert g1[:, -1].tolist() == [4.0, 2.0, 0.0]
     assert np.count_nonzero(g1) == 4
     assert g[dims.n_w1 :].tolist() == [4.0, 8.0, 0.0]
+
+
+def test_a_non_finite_gradient_fails_its_cell_without_a_numpy_warning():
+    """A diverged run's gradients: inf and NaN cells fail, the finite ones are judged, and stderr stays clean."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        v = compare(np.array([np.inf, 1.0, np.nan]), np.array([1.0, 1.0, 1.0]), 10)
+        w = compare(np.array([1e308, -1e308]), np.array([-1e308, 1e308]), 10)
+    assert (v.cells, v.n_pass, v.worst) == (3, 0, 1 << 62)
+    assert (w.cells, w.n_pass) == (2, 0)
