@@ -56,8 +56,20 @@ def test_dask_streams_a_step_in_chunks_to_the_same_weights(cluster, monkeypatch)
         return real_share(self, obj)
 
     monkeypatch.setattr(dask_pool.DaskWorkerPool, "share", share)
+    from nxgates.gates.dp_train.training import TrainingJob
+
+    jobs = []
+    real_make = TrainingJob.make
+
+    def make(*args, **kwargs):
+        jobs.append(real_make(*args, **kwargs))
+        return jobs[-1]
+
+    monkeypatch.setattr(TrainingJob, "make", make)
     out = dp_train.run(ctx(params, scheduler=cluster))
     assert all(by_name(out).values()) and out.metrics["weights_sha256"] == expected
+    # the serial run's job is in this process (the whole batch a chunk); each pool's streams the cluster's chunks
+    assert [job.grads.shape[1] for job in jobs] == [11, 3, 3]
     assert len(shared) == 2 * (1 + 3)  # two pools (D1, D2): the job, then one set of weights per step
 
 

@@ -155,3 +155,51 @@ def test_a_diverging_rate_fails_d3_cleanly_and_stops_training(executor):
     assert "diverged: weights not finite after step 2" in next(c.detail for c in out.checks if c.name == dp.D3)
     assert out.metrics["losses"][-1] is None and len(out.metrics["losses"]) == 3
     json.dumps(out.metrics, allow_nan=False)
+
+
+def test_d3_compares_the_last_loss_with_the_first_not_the_second():
+    """lr = 2: the loss rises at step 1, then falls below where it started: D3 passes."""
+    out = dp.run(ctx({**SEED, "workers": 2, "lr_num": 2, "lr_den": 1, "steps": 6}))
+    losses = out.metrics["losses"]
+    assert losses[1] > losses[0] > losses[-1]
+    assert out.checks[2].passed and out.checks[2].detail == "0.531552434 -> 0.0130384853 over 6 steps"
+
+
+def test_a_loss_that_does_not_move_fails_d3():
+    """Zero weights, inputs and targets: every gradient is 0 and the loss stays at 0, which is not a fall."""
+    from nxgates.core.tensors.mlp_spec import MLP_INPUTS
+
+    zeros = {k: np.zeros_like(v) for k, v in MLP_INPUTS.make(SEED).items()}
+    out = dp.run(ctx({**SEED, "workers": 2}, inputs=zeros))
+    assert out.metrics["losses"] == [0.0] * 5
+    assert (out.checks[2].passed, out.checks[2].detail) == (False, "0 -> 0 over 5 steps")
+
+
+def test_d4_differences_step_by_ten_to_the_minus_step_exp():
+    """A coarse step (10^-1) shows its truncation error, at its own size: 35 permil, not another step's."""
+    out = dp.run(ctx({**SEED, "workers": 2, "step_exp": 1, "tol_permil": 0}))
+    assert out.checks[3].detail == "mean of 8/8 examples: 176/192 cells within 0permil (worst=35permil of " \
+                                   "max|grad|=0.269414)"
+
+
+def test_the_green_verdict_says_what_was_proven():
+    out = dp.run(ctx({**SEED, "workers": 2}))
+    assert out.green == ("DP-TRAIN GREEN -- data-parallel SGD on the worker pool is bit-identical to serial SGD "
+                         "at every step, across worker counts; the loss falls and the batch gradient is right.")
+
+
+def test_a_diverging_run_fails_d3_quietly():
+    """Every example's dW2 is finite (about 1e38) and their sum is not: the step's gradient overflows float32
+    in the tree over the batch. D3 says so, and numpy's overflow warnings stay off stderr."""
+    import warnings
+
+    from nxgates.core.tensors.mlp_spec import MLP_INPUTS
+
+    arrays = {k: np.zeros_like(v) for k, v in MLP_INPUTS.make(SEED).items()}
+    arrays["W1"][...] = 1
+    arrays["X"][...] = F32(2.5e19)  # h = 2e20 in every hidden unit; W2 = 0, so y = 0 and dW1 = 0
+    arrays["T"][...] = F32(-1e18)  # dy = 5e17: dW2 = dy * h = 1e38 per example
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = dp.run(ctx({**SEED, "workers": 2}, inputs=arrays))
+    assert not out.checks[2].passed and out.checks[2].detail.startswith("diverged: weights not finite after step")
