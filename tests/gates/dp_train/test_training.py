@@ -412,3 +412,48 @@ def test_runs_that_part_are_reported_from_the_first_differing_cell():
         (False, "2 workers vs 3 workers: first part at step 1, W1[0, 0] -0.6157362 (0xbf1da0e3) vs -0.61531913 "
                 "(0xbf1d858e); step 1: 20 cells, step 2: 20 cells"),
     ]
+
+
+def _pool_run(monkeypatch, task, deadline=None):
+    """Two steps of a 4-example job on two threads, each task run by ``task``; the run's record."""
+    import time
+
+    monkeypatch.setattr(training, "run_task", task)
+    pool = make_pool("thread", 2)
+    try:
+        job = TrainingJob.make(DIMS, 4, None, pool.array)
+        context = RunContext(params={}, deadline=None if deadline is None else time.monotonic() + deadline)
+        return SgdTrainer(job, constf(1, 8), context, pool).train(2, "2 workers")
+    finally:
+        pool.close()
+
+
+def test_a_task_that_raises_stops_the_run_with_its_error(monkeypatch):
+    real = training.run_task
+
+    def failing(task, worker):
+        if task.b == 2:
+            raise ValueError("no row for you")
+        return real(task, worker)
+
+    run = _pool_run(monkeypatch, failing)
+    assert run.problem.startswith("step 0: example 2 on worker ") and run.problem.endswith("no row for you")
+    assert run.weights == [] and run.losses == []
+
+
+def test_a_task_that_outlives_the_deadline_stops_the_run_as_never_completed(monkeypatch):
+    import threading
+
+    release = threading.Event()
+    real = training.run_task
+
+    def stuck(task, worker):
+        if task.b == 1:
+            release.wait(30)
+        return real(task, worker)
+
+    try:
+        run = _pool_run(monkeypatch, stuck, deadline=0.3)
+    finally:
+        release.set()
+    assert run.problem.startswith("step 0: example ") and run.problem.endswith(": never completed")
