@@ -10,7 +10,7 @@ from nxgates.core import chunks
 from nxgates.core.memory import fmt_bytes
 from nxgates.core.mlp import Dims
 from nxgates.core.pool.local import WorkerPool
-from nxgates.gatekit import Check, Line
+from nxgates.gatekit import Check, Line, RunContext
 from nxgates.gates import parallel_grad as pg
 from nxgates.gates.parallel_grad import gate
 from nxgates.gates.parallel_grad.host_memory import HostFiles
@@ -278,3 +278,75 @@ def test_a_remote_pool_makes_each_chunks_inputs_from_the_example_index(monkeypat
         host.remove()
     assert out.metrics["chunk_examples"] == 2 and out.digest == SEED_SHA
     assert by_name(out) == {pg.T1: True, pg.T2: True, pg.T3: True}
+
+
+def _tasks_by(monkeypatch, change):
+    """Every pool task through ``change(real, task, worker)`` (the thread pool runs them in this process)."""
+    from nxgates.gates.parallel_grad import stream
+
+    real = stream.run_task
+    monkeypatch.setattr(stream, "run_task", lambda task, worker: change(real, task, worker))
+
+
+def test_t3_names_every_re_run_task_that_raised(monkeypatch):
+    def raising(real, task, worker):
+        if task.which == 1 and task.b in (1, 3):
+            raise ValueError(f"no re-run of {task.b}")
+        return real(task, worker)
+
+    _tasks_by(monkeypatch, raising)
+    out = pg.run(ctx(SEED))
+    t3 = out.checks[2]
+    assert not t3.passed
+    assert t3.detail == "example 1 raised ValueError: no re-run of 1; example 3 raised ValueError: no re-run of 3"
+
+
+def test_t3_names_a_re_run_task_that_never_completed_before_the_deadline(monkeypatch):
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def stuck(real, task, worker):
+        if task.which == 1 and task.b == 2:
+            release.wait(30)
+        return real(task, worker)
+
+    _tasks_by(monkeypatch, stuck)
+    try:
+        out = pg.run(RunContext(params=dict(SEED), deadline=time.monotonic() + 2.0))
+    finally:
+        release.set()
+    # the stuck worker's own later examples (dealt round-robin) wait behind it
+    assert out.checks[2].detail == "3 task(s) never completed (timed out waiting): example 2, example 4, example 6"
+
+
+def test_t1_lists_at_most_eight_differing_examples(monkeypatch):
+    from nxgates.core.pool.shared import resolve
+
+    def off_by_one_cell(real, task, worker):
+        result = real(task, worker)
+        if task.which == 0:
+            resolve(task.handle).outputs[0][task.slot, 0] += 1
+        return result
+
+    _tasks_by(monkeypatch, off_by_one_cell)
+    out = pg.run(ctx({**SEED, "B": 12}))
+    differing = [item[0] for item in lines(out) if item[1:] == ("detail",) and item[0].startswith("   example ")]
+    assert not out.checks[0].passed and len(differing) == 8
+
+
+def test_every_worker_starts_by_recording_its_pass(monkeypatch):
+    """The start-up task on each worker records the pass (so the timed passes only replay): it must succeed."""
+    made = []
+    real_make_pool = gate.make_pool
+
+    def recording_make_pool(*args, **kwargs):
+        made.append(real_make_pool(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(gate, "make_pool", recording_make_pool)
+    pg.run(ctx(SEED))
+    starts = [r for r in made[0].records if r.label.startswith("start worker")]
+    assert [(r.label, r.done, r.error) for r in starts] == [("start worker 0", True, None),
+                                                            ("start worker 1", True, None)]
