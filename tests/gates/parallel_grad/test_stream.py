@@ -353,3 +353,32 @@ def test_a_timed_out_pass_folds_its_chunk_and_stops(monkeypatch):
     assert [r.label for r in tally.records] == ["example 0", "example 1"]
     assert len(save.written) == 1 and save.written[0].tobytes() == _reference(2).tobytes()
     assert len(ready) == 1
+
+
+def test_the_serial_and_parallel_times_add_up_every_chunk(monkeypatch):
+    """A clock that ticks one second a reading: each chunk's serial pass and first parallel pass take one."""
+    ticks = iter(range(1000))
+    monkeypatch.setattr(st, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    tally, save, ctx, ready = _stream(monkeypatch, 6, 2, True)
+    assert (tally.serial_seconds, tally.parallel_seconds) == (3.0, 3.0)
+
+
+def test_a_pass_that_times_out_after_a_folded_chunk_stops_cleanly(monkeypatch):
+    """The deadline passes in the second chunk: the first chunk's fold is done, the second is folded as it
+    is, and the stream returns (no later chunk starts)."""
+    import time
+
+    late = threading.Event()
+
+    def slow_after_the_first_chunk(task_ctx, worker):
+        if task_ctx.b >= 2:
+            late.set()
+            time.sleep(0.3)
+        return run_task(task_ctx, worker)
+
+    monkeypatch.setattr(st, "run_task", slow_after_the_first_chunk)
+    context = run_ctx()
+    context.remaining = lambda: 0.0 if late.is_set() else 60.0
+    tally, save, ctx, ready = _stream(monkeypatch, 6, 2, True, ctx=context)
+    assert tally.waited.timed_out
+    assert [r.label for r in tally.records][:2] == ["example 0", "example 1"] and len(save.written) == 2
