@@ -39,6 +39,8 @@ def test_fold_counts_every_row_without_counts_and_names_bad_rows_from_first():
     tally.fold(20, serial, parallel, rerun, None)
     assert (tally.mismatches, tally.rerun_mismatches, tally.file_mismatches) == (6, 2, 3)
     assert tally.bad_rows == [(11, 2), (12, 1), (21, 2), (22, 1)]
+    tally.fold(30, serial, parallel, rerun, saved)
+    assert tally.file_mismatches == 6  # a file's differences add up across chunks too
 
 
 def test_fold_takes_the_tasks_counts_and_compares_only_uncounted_rows():
@@ -269,7 +271,7 @@ def _reference(B):
     return out
 
 
-def _stream(monkeypatch, B, chunk, overlap, fault=None, ctx=None):
+def _stream(monkeypatch, B, chunk, overlap, fault=None, ctx=None, compare=None):
     monkeypatch.setattr(st, "OVERLAP_FOLD", overlap)
     pool = WorkerPool(2)
     NP = DIMS.n_params
@@ -285,10 +287,18 @@ def _stream(monkeypatch, B, chunk, overlap, fault=None, ctx=None):
     try:
         handle = pool.share(job)
         start = PoolStart(pool, ctx, handle)
-        tally = st.stream(ctx, pool, handle, job, B, chunk, None, save, lambda: (ready.append(1), start.ready()))
+        tally = st.stream(ctx, pool, handle, job, B, chunk, compare, save,
+                          lambda: (ready.append(1), start.ready()))
     finally:
         pool.close()
     return tally, save, ctx, ready
+
+
+def _file_one_cell_off(B, example):
+    """A --compare-grads file of the batch's rows with one cell of ``example`` changed."""
+    rows = _reference(B)
+    rows[example, 0] += 1
+    return Compare(rows, report=False)
 
 
 @pytest.mark.parametrize("overlap", [True, False])
@@ -379,6 +389,43 @@ def test_a_pass_that_times_out_after_a_folded_chunk_stops_cleanly(monkeypatch):
     monkeypatch.setattr(st, "run_task", slow_after_the_first_chunk)
     context = run_ctx()
     context.remaining = lambda: 0.0 if late.is_set() else 60.0
-    tally, save, ctx, ready = _stream(monkeypatch, 6, 2, True, ctx=context)
+    compare = _file_one_cell_off(6, 3)
+    tally, save, ctx, ready = _stream(monkeypatch, 6, 2, True, ctx=context, compare=compare)
     assert tally.waited.timed_out
     assert [r.label for r in tally.records][:2] == ["example 0", "example 1"] and len(save.written) == 2
+    assert [first for first, _ in compare.reads] == [0, 2] and tally.file_mismatches == 1  # the stopped chunk's
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_compared_file_is_read_and_counted_chunk_by_chunk(monkeypatch, overlap):
+    compare = _file_one_cell_off(5, 3)
+    tally, save, ctx, ready = _stream(monkeypatch, 5, 2, overlap, compare=compare)
+    assert compare.reads == [(0, (2, DIMS.n_params)), (2, (2, DIMS.n_params)), (4, (1, DIMS.n_params))]
+    assert tally.file_mismatches == 1
+
+
+def test_a_first_pass_that_times_out_stops_the_stream_though_its_re_run_completes(monkeypatch):
+    """The deadline is past for one reading only, while the second chunk's first pass runs: that pass times
+    out, its re-run then completes, and the stream stops there."""
+    import time
+
+    slow, passed = threading.Event(), []
+
+    def slow_first_pass(task_ctx, worker):
+        if task_ctx.b >= 2 and task_ctx.which == 0:
+            slow.set()
+            time.sleep(0.3)
+        return run_task(task_ctx, worker)
+
+    def remaining():
+        if slow.is_set() and not passed:
+            passed.append(1)
+            return 0.0
+        return 60.0
+
+    monkeypatch.setattr(st, "run_task", slow_first_pass)
+    context = run_ctx()
+    context.remaining = remaining
+    tally, save, ctx, ready = _stream(monkeypatch, 6, 2, True, ctx=context)
+    assert tally.waited.timed_out and not tally.waited2.timed_out
+    assert [r.label for r in tally.records] == ["example 0", "example 1", "example 2", "example 3"]
