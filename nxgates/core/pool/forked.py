@@ -151,9 +151,13 @@ class ProcessWorkerPool(WorkerPool):
         for p in processes:
             if p.is_alive():
                 p.terminate()
+        from multiprocessing.connection import wait as _wait_ready
+
         for p in processes:
             p.join(1.0)
-            if p.is_alive():  # a task that ignores SIGTERM: SIGKILL cannot be ignored
+            # a task that ignores SIGTERM: SIGKILL cannot be ignored. Alive by its sentinel, not is_alive(),
+            # which stays True for a worker that exited and that the executor's manager thread reaped
+            if not _wait_ready([p.sentinel], 0):
                 p.kill()
                 p.join(1.0)
 

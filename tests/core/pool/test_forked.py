@@ -230,14 +230,17 @@ def test_closing_an_idle_pool_gives_its_workers_close_seconds_in_all(monkeypatch
     assert [p.exitcode for p in processes] == [0, 0]
 
 
-def test_a_worker_that_ignores_sigterm_is_killed_not_left_running():
+def test_a_worker_that_ignores_sigterm_is_killed_not_left_running(monkeypatch):
+    """A second for SIGTERM, then SIGKILL and a second more: never an unbounded wait."""
     pool = ProcessWorkerPool(1)
     pool.submit(_deaf_sleep, 60.0, worker=0)
     pool.flush()
     time.sleep(0.5)  # the task has started and set its handler
     processes = list(pool._executors[0]._processes.values())
+    seen = _join_timeouts(monkeypatch)
     pool.close()
     assert all_exited(processes, seconds=2.0)
+    assert [t for kind, t in seen if kind == "process"] == [1.0, 1.0]
 
 
 def test_batches_still_queued_for_a_closed_pool_are_cancelled_not_run():
@@ -250,5 +253,8 @@ def test_batches_still_queued_for_a_closed_pool_are_cancelled_not_run():
         pool.flush()
     time.sleep(0.2)
     pool.close()
+    deadline = time.monotonic() + 5.0  # the executor's manager thread cancels them, after shutdown() returned
+    while pool.records[-1].error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     errors = [r.error for r in pool.records]
     assert errors[-1] == "CancelledError: cancelled when the pool closed", errors
