@@ -238,9 +238,21 @@ def test_a_worker_that_ignores_sigterm_is_killed_not_left_running(monkeypatch):
     time.sleep(0.5)  # the task has started and set its handler
     processes = list(pool._executors[0]._processes.values())
     seen = _join_timeouts(monkeypatch)
+    import multiprocessing.connection
+    import threading
+
+    probes, real_wait = [], multiprocessing.connection.wait
+
+    def wait(objects, timeout=None):
+        if threading.current_thread() is threading.main_thread():
+            probes.append(timeout)
+        return real_wait(objects, timeout)
+
+    monkeypatch.setattr(multiprocessing.connection, "wait", wait)
     pool.close()
     assert all_exited(processes, seconds=2.0)
     assert [t for kind, t in seen if kind == "process"] == [1.0, 1.0]
+    assert probes == [1.0, 0, 1.0]  # the join's wait, the liveness probe (which does not wait), the join's
 
 
 def test_batches_still_queued_for_a_closed_pool_are_cancelled_not_run():
