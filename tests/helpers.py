@@ -29,6 +29,20 @@ GOOD_TABLE = ('[gates.lora]\nmodule = "lora"\ndescription = "d"\n'
               "params = { T = 3, DM = 6, R = 2, delta = 2097, tol_permil = 70, algorithm = 'fast' }\n")
 
 
+def record_made(monkeypatch, owner, name: str) -> list:
+    """Replace ``owner.name`` (a factory: make_pool, a classmethod) by one that calls it and keeps each result;
+    the list of what it made, in order."""
+    made = []
+    real = getattr(owner, name)
+
+    def making(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(owner, name, making)
+    return made
+
+
 def run_script(*args, cwd, stdin=subprocess.DEVNULL, timeout=60):
     """The console script in a subprocess."""
     return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, stdin=stdin, timeout=timeout)

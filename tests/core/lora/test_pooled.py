@@ -19,7 +19,7 @@ from nxgates.core.lora import pooled as lora_pooled
 from nxgates.errors import GateTimeout, ResourceError
 from nxgates.gatekit import Progress, RunContext
 from nxgates.gates.lora import gate as lora_gate
-from tests.helpers import ctx, metrics_like_seed, reference
+from tests.helpers import ctx, metrics_like_seed, record_made, reference
 
 
 class CountingProgress(Progress):
@@ -50,14 +50,7 @@ def _no_fallback(*args):
 
 def test_each_task_is_labelled_with_the_columns_or_rows_it_fills(monkeypatch):
     """The labels name a lost or failed task in the pool's records: inclusive bounds, as a person reads them."""
-    made = []
-
-    def recording_make_pool(*args, **kwargs):
-        made.append(real_make_pool(*args, **kwargs))
-        return made[-1]
-
-    real_make_pool = pool_module.make_pool
-    monkeypatch.setattr(pool_module, "make_pool", recording_make_pool)
+    made = record_made(monkeypatch, pool_module, "make_pool")
     _pooled(3, 7, 3, workers=2)
     assert [r.label for r in made[0].records] == ["A columns 0..0", "A columns 1..2", "B rows 0..0", "B rows 1..2"]
 
@@ -99,14 +92,7 @@ def test_the_whole_gate_on_the_pool_matches_the_seed_without_the_fallback(lora_p
 
 
 def test_the_requested_number_of_workers_is_forked(monkeypatch):
-    made = []
-
-    def recording_make_pool(*args, **kwargs):
-        made.append(real_make_pool(*args, **kwargs))
-        return made[-1]
-
-    real_make_pool = pool_module.make_pool
-    monkeypatch.setattr(pool_module, "make_pool", recording_make_pool)
+    made = record_made(monkeypatch, pool_module, "make_pool")
     want_a, want_b = _expected_diffs(5, 11, 2)
     diffs_a, diffs_b, _ = _pooled(5, 11, 2, workers=3)
     assert [p.n_workers for p in made] == [3]

@@ -6,7 +6,7 @@ import pytest
 from nxgates.core import chunks
 from nxgates.core.pool import dask as dask_pool
 from nxgates.gates import dp_train
-from tests.helpers import ctx
+from tests.helpers import ctx, record_made
 
 pytest.importorskip("distributed")
 
@@ -58,14 +58,7 @@ def test_dask_streams_a_step_in_chunks_to_the_same_weights(cluster, monkeypatch)
     monkeypatch.setattr(dask_pool.DaskWorkerPool, "share", share)
     from nxgates.gates.dp_train.training import TrainingJob
 
-    jobs = []
-    real_make = TrainingJob.make
-
-    def make(*args, **kwargs):
-        jobs.append(real_make(*args, **kwargs))
-        return jobs[-1]
-
-    monkeypatch.setattr(TrainingJob, "make", make)
+    jobs = record_made(monkeypatch, TrainingJob, "make")
     out = dp_train.run(ctx(params, scheduler=cluster))
     assert all(by_name(out).values()) and out.metrics["weights_sha256"] == expected
     # the serial run's job is in this process (the whole batch a chunk); each pool's streams the cluster's chunks

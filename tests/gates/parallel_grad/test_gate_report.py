@@ -14,7 +14,7 @@ from nxgates.gatekit import Check, Line, RunContext
 from nxgates.gates import parallel_grad as pg
 from nxgates.gates.parallel_grad import gate
 from nxgates.gates.parallel_grad.host_memory import HostFiles
-from tests.helpers import ctx
+from tests.helpers import ctx, record_made
 
 SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "workers": 2, "executor": "thread", "reduction": "tree"}
 #: the seed's per-example gradients (tests/gates/parallel_grad/test_pinned_digests.py pins the same)
@@ -338,14 +338,7 @@ def test_t1_lists_at_most_eight_differing_examples(monkeypatch):
 
 def test_every_worker_starts_by_recording_its_pass(monkeypatch):
     """The start-up task on each worker records the pass (so the timed passes only replay): it must succeed."""
-    made = []
-    real_make_pool = gate.make_pool
-
-    def recording_make_pool(*args, **kwargs):
-        made.append(real_make_pool(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(gate, "make_pool", recording_make_pool)
+    made = record_made(monkeypatch, gate, "make_pool")
     pg.run(ctx(SEED))
     starts = [r for r in made[0].records if r.label.startswith("start worker")]
     assert [(r.label, r.done, r.error) for r in starts] == [("start worker 0", True, None),
