@@ -113,7 +113,6 @@ def _skipping_named_equivalents(collect: Callable, root: Path) -> Callable:
 
 def main() -> int:
     import mutmut.__main__ as mutmut_main
-    from mutmut.__main__ import cli
     from mutmut.runners import harness
     from mutmut.state import state
     from mutmut.workers import isolation
@@ -123,7 +122,7 @@ def main() -> int:
     harness.PytestRunner.run_tests = _running_with_deadlines(lambda: state().duration_by_test)
     mutmut_main.collect_source_file_mutation_data = _skipping_named_equivalents(
         mutmut_main.collect_source_file_mutation_data, Path("."))
-    return cli()
+    return mutmut_main.cli()
 
 
 if __name__ == "__main__":
