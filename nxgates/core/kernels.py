@@ -1,9 +1,11 @@
-"""The numpy work of each tape op, as functions of arrays and flags.
+"""The numpy work of each tape op, as the list of numpy calls it makes.
 
-The ops in :mod:`nxgates.core.tape` do their arithmetic only through these kernels, so a recorded pass
-(:class:`~nxgates.core.program.Program`) can replay exactly the operations an example took, in the same
-order, on the next example's arrays. A kernel takes every array it touches as an argument (views are made
-inside it), so a replay can exchange the bound arrays; sums go through the ``reduce`` it is handed.
+A kernel is handed every array it touches and returns its calls, with every view it needs already made;
+the tape runs them, and while recording keeps them (:class:`~nxgates.core.program.Program`), so a replay
+is exactly these calls again, in the same order, with only the bound arrays exchanged. Sums are the
+``reduce`` a kernel is handed (:func:`~nxgates.core.reductions.sum_calls`): nothing here knows the order
+of a sum. Where a contribution is added to a gradient that already has one, it is formed in a buffer made
+when the calls are planned, never per run.
 """
 
 from __future__ import annotations
@@ -12,98 +14,123 @@ from collections.abc import Callable
 
 import numpy as np
 
-F32 = np.float32
-Reduce = Callable[[np.ndarray, int], np.ndarray]
+from nxgates.core.reductions import F32, Call, Reduce, sum_calls
+
+ZERO, ONE = F32(0), F32(1)
 
 
-def store_or_add(contribution: np.ndarray, dst: np.ndarray, first: bool) -> None:
-    """A gradient contribution: stored if it is the node's first, else added."""
+def run(calls: list[Call]) -> None:
+    """Make the calls, in order."""
+    for fn, args in calls:
+        fn(*args)
+
+
+def _into(dst: np.ndarray, first: bool, make: Callable[[np.ndarray], list[Call]]) -> list[Call]:
+    """``make(buf)`` writes a gradient contribution into ``buf``: straight into ``dst`` if it is the first,
+    else into a buffer of its own that is then added to ``dst``."""
     if first:
-        dst[...] = contribution
-    else:
-        np.add(dst, contribution, out=dst)
+        return make(dst)
+    buf = np.empty(dst.shape, F32)
+    return [*make(buf), (np.add, (dst, buf, dst))]
 
 
-def fill_zero(dst: np.ndarray) -> None:
-    dst[...] = 0
+def store_or_add(contribution: np.ndarray, dst: np.ndarray, first: bool) -> list[Call]:
+    """A gradient contribution: stored if it is the node's first, else added."""
+    return [(np.copyto, (dst, contribution))] if first else [(np.add, (dst, contribution, dst))]
 
 
-def fill_one(dst: np.ndarray) -> None:
-    dst[...] = F32(1)
+def fill_zero(dst: np.ndarray) -> list[Call]:
+    return [(np.copyto, (dst, ZERO))]
+
+
+def fill_one(dst: np.ndarray) -> list[Call]:
+    return [(np.copyto, (dst, ONE))]
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray) -> list[Call]:
+    return [(np.copyto, (dst, src))]
 
 
 def matvec_forward(reduce: Reduce, W: np.ndarray, WT: np.ndarray | None, x: np.ndarray, prod_t: np.ndarray,
-                    y: np.ndarray) -> None:
-    np.multiply(W.T if WT is None else WT, x[:, None], out=prod_t)
-    y[...] = reduce(prod_t, 0)
+                   y: np.ndarray) -> list[Call]:
+    """``y[i] = sum_j W[i,j] * x[j]``, the products laid out j-major (``prod_t``, (n, m)) so each step of
+    the sum over j works on whole rows of it. ``WT`` is ``W.T`` made contiguous; without it the products read
+    ``W.T`` as a view, made on every run (``W`` may be an array a replay exchanges)."""
+    product = (np.multiply, (WT, x[:, None], prod_t)) if WT is not None else (_times_transposed, (W, x[:, None],
+                                                                                                  prod_t))
+    return [product, *sum_calls(reduce, prod_t, 0, y)]
 
 
-def outer_into(g: np.ndarray, x: np.ndarray, dst: np.ndarray) -> None:
-    np.multiply(g[:, None], x[None, :], out=dst)
+def _times_transposed(W: np.ndarray, column: np.ndarray, out: np.ndarray) -> None:
+    np.multiply(W.T, column, out=out)
 
 
-def outer_add(g: np.ndarray, x: np.ndarray, prod: np.ndarray, dst: np.ndarray) -> None:
-    np.multiply(g[:, None], x[None, :], out=prod)
-    np.add(dst, prod, out=dst)
+def outer_into(g: np.ndarray, x: np.ndarray, dst: np.ndarray) -> list[Call]:
+    """``dst[i,j] = g[i] * x[j]``: one product per cell, nothing to reduce."""
+    return [(np.multiply, (g[:, None], x[None, :], dst))]
+
+
+def outer_add(g: np.ndarray, x: np.ndarray, prod: np.ndarray, dst: np.ndarray) -> list[Call]:
+    return [(np.multiply, (g[:, None], x[None, :], prod)), (np.add, (dst, prod, dst))]
 
 
 def matvec_input_grad(reduce: Reduce, W: np.ndarray, g: np.ndarray, prod: np.ndarray, dst: np.ndarray,
-                       first: bool) -> None:
-    np.multiply(W, g[:, None], out=prod)
-    store_or_add(reduce(prod, 0), dst, first)
+                      first: bool) -> list[Call]:
+    """``dx[j] = sum_i W[i,j] * g[i]``."""
+    return [(np.multiply, (W, g[:, None], prod)), *_into(dst, first, lambda out: sum_calls(reduce, prod, 0, out))]
 
 
-def matmul_forward(reduce: Reduce, A: np.ndarray, B: np.ndarray, prod: np.ndarray, C: np.ndarray) -> None:
-    np.multiply(A[:, :, None], B[None, :, :], out=prod)
-    C[...] = reduce(prod, 1)
+def matmul_forward(reduce: Reduce, A: np.ndarray, B: np.ndarray, prod: np.ndarray, C: np.ndarray) -> list[Call]:
+    return [(np.multiply, (A[:, :, None], B[None, :, :], prod)), *sum_calls(reduce, prod, 1, C)]
 
 
 def matmul_left_grad(reduce: Reduce, g: np.ndarray, B: np.ndarray, prod: np.ndarray, dst: np.ndarray,
-                      first: bool) -> None:
-    np.multiply(g[:, None, :], B[None, :, :], out=prod)
-    store_or_add(reduce(prod, 2), dst, first)
+                     first: bool) -> list[Call]:
+    return [(np.multiply, (g[:, None, :], B[None, :, :], prod)),
+            *_into(dst, first, lambda out: sum_calls(reduce, prod, 2, out))]
 
 
 def matmul_right_grad(reduce: Reduce, A: np.ndarray, g: np.ndarray, prod: np.ndarray, dst: np.ndarray,
-                       first: bool) -> None:
-    np.multiply(A[:, :, None], g[:, None, :], out=prod)
-    store_or_add(reduce(prod, 0), dst, first)
+                      first: bool) -> list[Call]:
+    return [(np.multiply, (A[:, :, None], g[:, None, :], prod)),
+            *_into(dst, first, lambda out: sum_calls(reduce, prod, 0, out))]
 
 
-def product_grad(g: np.ndarray, other: np.ndarray, dst: np.ndarray, first: bool) -> None:
-    store_or_add(g * other, dst, first)
+def product_grad(g: np.ndarray, other: np.ndarray, dst: np.ndarray, first: bool) -> list[Call]:
+    return _into(dst, first, lambda out: [(np.multiply, (g, other, out))])
 
 
-def relu_forward(a: np.ndarray, out: np.ndarray) -> None:
-    out[...] = np.where(a > 0, a, F32(0))
+def relu_forward(a: np.ndarray, positive: np.ndarray, out: np.ndarray) -> list[Call]:
+    """``out = a where a > 0, else +0.0`` (NaN and -0.0 give +0.0): zeros, then ``a`` copied where positive.
+    ``positive`` (bool, like ``a``) keeps where, for the backward."""
+    return [(np.greater, (a, ZERO, positive)), (np.copyto, (out, ZERO)), (np.putmask, (out, positive, a))]
 
 
-def relu_input_grad(relu_grad: Callable[[np.ndarray, np.ndarray], np.ndarray], a: np.ndarray, g: np.ndarray,
-                     dst: np.ndarray, first: bool) -> None:
-    store_or_add(relu_grad(a, g), dst, first)
+def relu_input_grad(positive: np.ndarray, g: np.ndarray, dst: np.ndarray, first: bool) -> list[Call]:
+    """relu's derivative (1 where its input was positive, else 0) times ``g``, as a gradient contribution:
+    ``g`` where positive, +0.0 elsewhere."""
+    return _into(dst, first, lambda out: [(np.copyto, (out, ZERO)), (np.putmask, (out, positive, g))])
 
 
-def sum_forward(reduce: Reduce, a: np.ndarray, buf: np.ndarray, out: np.ndarray) -> None:
-    buf[...] = a.reshape(-1)
-    out[...] = reduce(buf, 0)
+def sum_forward(reduce: Reduce, a: np.ndarray, buf: np.ndarray, out: np.ndarray) -> list[Call]:
+    return [(np.copyto, (buf, a.reshape(-1))), *sum_calls(reduce, buf, 0, out)]
 
 
-def broadcast_grad(g: np.ndarray, dst: np.ndarray, first: bool) -> None:
-    store_or_add(np.broadcast_to(g, dst.shape), dst, first)
+def broadcast_grad(g: np.ndarray, dst: np.ndarray, first: bool) -> list[Call]:
+    return store_or_add(g, dst, first)
 
 
 def mse_forward(reduce: Reduce, y: np.ndarray, t: np.ndarray, diff: np.ndarray, sq: np.ndarray,
-                 out: np.ndarray) -> None:
-    np.subtract(y, t, out=diff)
-    np.multiply(diff, diff, out=sq)
-    out[...] = reduce(sq.reshape(-1), 0) / F32(sq.size)
+                out: np.ndarray) -> list[Call]:
+    """``out = f32(sum of (y - t)^2 / f32(n))``; the difference stays in ``diff`` for the backward."""
+    return [(np.subtract, (y, t, diff)), (np.multiply, (diff, diff, sq)),
+            *sum_calls(reduce, sq.reshape(-1), 0, out), (np.divide, (out, F32(sq.size), out))]
 
 
-def mse_grad(diff: np.ndarray, g: np.ndarray, dy: np.ndarray) -> None:
+def mse_grad(diff: np.ndarray, g: np.ndarray, dy: np.ndarray) -> list[Call]:
     """d/dy = 2 (y - t) / n, times the incoming gradient."""
-    np.multiply(diff, F32(2) / F32(diff.size), out=dy)
-    np.multiply(dy, g, out=dy)
+    return [(np.multiply, (diff, F32(2) / F32(diff.size), dy)), (np.multiply, (dy, g, dy))]
 
 
-def negated_grad(dy: np.ndarray, dst: np.ndarray, first: bool) -> None:
-    store_or_add(-dy, dst, first)
+def negated_grad(dy: np.ndarray, dst: np.ndarray, first: bool) -> list[Call]:
+    return _into(dst, first, lambda out: [(np.negative, (dy, out))])

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from nxgates.core.tape import F32, Node, Tape, constf_array, sequential_sum, tree_sum
+from nxgates.core.reductions import F32, sequential_sum, tree_sum
+from nxgates.core.tape import Node, Tape, constf_array
 from nxgates.gatekit import ChoiceParam, IntParam
 
 #: the widest D, H and O a gate accepts unless it says otherwise
@@ -135,18 +137,24 @@ def example_grads(tape: Tape, dims: Dims, w: np.ndarray, x: np.ndarray, t: np.nd
     transposed, made once per batch (it changes speed, never bits).
     """
     D, H, O = dims.D, dims.H, dims.O
-    # the pass's bound arrays: what changes from one example (or step, or worker) to the next
-    bound = [x, t, w[: dims.n_w1].reshape(H, D), w[dims.n_w1 :].reshape(O, H),
-             out[: dims.n_w1].reshape(H, D), out[dims.n_w1 :].reshape(O, H)]
-    if w1_t is not None:
-        bound.append(w1_t)
+    W1, W2 = w[: dims.n_w1].reshape(H, D), w[dims.n_w1 :].reshape(O, H)
+    dW1, dW2 = out[: dims.n_w1].reshape(H, D), out[dims.n_w1 :].reshape(O, H)
     if hooks is None:
-        return F32(tape.replay(("mlp", dims, w1_t is not None), _mlp_pass, *bound))
+        # the pass's bound arrays: what changes from one example (or step, or worker) to the next. With W1
+        # transposed given, the pass reads only that (W1 itself is looked at once, when it is recorded)
+        if w1_t is None:
+            return F32(tape.replay(("mlp", dims, False), _mlp_pass, x, t, W1, W2, dW1, dW2))
+        return F32(tape.replay(("mlp", dims, True), partial(_mlp_pass_transposed, W1), x, t, w1_t, W2, dW1, dW2))
     tape.reset()
-    loss = _mlp_pass(tape, *bound, hooks=hooks)
+    loss = _mlp_pass(tape, x, t, W1, W2, dW1, dW2, w1_t, hooks=hooks)
     value = F32(loss)
     tape.reset()  # drop the records (their closures hold views of ``out``) so the arrays can be freed
     return value
+
+
+def _mlp_pass_transposed(W1: np.ndarray, tape: Tape, x: np.ndarray, t: np.ndarray, W1_t: np.ndarray,
+                         W2: np.ndarray, dW1: np.ndarray, dW2: np.ndarray) -> np.ndarray:
+    return _mlp_pass(tape, x, t, W1, W2, dW1, dW2, W1_t)
 
 
 def _mlp_pass(tape: Tape, x: np.ndarray, t: np.ndarray, W1: np.ndarray, W2: np.ndarray, dW1: np.ndarray,

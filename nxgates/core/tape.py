@@ -12,10 +12,11 @@ give the same bits whatever the thread, process, memory address, worker count or
 Gradients: the first contribution to a node's gradient is stored, later ones are added (so no pass
 zeroes the arena). Data leaves (``requires_grad=False``) get no gradient.
 
-Record and replay. Every numpy effect of an op goes through :meth:`Tape._step` as a kernel (a function
-of arrays and flags). :meth:`Tape.record` keeps those steps as a :class:`~nxgates.core.program.Program`,
-which replays them for the next example of the same shapes with only the bound arrays exchanged: the
-same operations in the same order, without building the graph again.
+Record and replay. Every numpy effect of an op goes through :meth:`Tape._do` as the numpy calls its
+kernel makes (:mod:`nxgates.core.kernels`). :meth:`Tape.record` keeps those calls as a
+:class:`~nxgates.core.program.Program`, which replays them for the next example of the same shapes with
+only the bound arrays exchanged: the same operations in the same order, without building the graph, its
+views or its buffers again.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from typing import Any
 import numpy as np
 
 from nxgates.core.kernels import (
-    F32,
-    Reduce,
     broadcast_grad,
+    copy_into,
     fill_one,
     fill_zero,
     matmul_forward,
@@ -46,10 +46,14 @@ from nxgates.core.kernels import (
     product_grad,
     relu_forward,
     relu_input_grad,
+    run,
     store_or_add,
     sum_forward,
 )
-from nxgates.core.program import Program, Step
+from nxgates.core.program import Program
+from nxgates.core.reductions import F32, Call, Reduce, sequential_sum, tree_sum
+
+__all__ = ["F32", "ArenaFull", "Node", "Tape", "constf", "constf_array", "sequential_sum", "tree_sum"]
 
 
 def constf(n: int, d: int) -> np.float32:
@@ -60,41 +64,6 @@ def constf(n: int, d: int) -> np.float32:
 def constf_array(n: np.ndarray, d: int) -> np.ndarray:
     """:func:`constf` element-wise (numpy's float32 division is the same correctly rounded operation)."""
     return n.astype(F32) / F32(d)
-
-
-def tree_sum(buf: np.ndarray, axis: int) -> np.ndarray:
-    """Sum ``buf`` along ``axis`` by pairwise halving, in place (``buf`` is destroyed); returns a view.
-
-    The summed axis is made the leading one, so along the tape's own (axis 0) sums each halving step adds
-    two contiguous blocks and no view of the buffer has to be rearranged first.
-    """
-    v = buf if axis == 0 else np.moveaxis(buf, axis, 0)
-    n = v.shape[0]
-    while n > 1:
-        h = n // 2
-        np.add(v[:h], v[n - h : n], out=v[:h])
-        n -= h
-    return v[0, ...]
-
-
-def sequential_sum(buf: np.ndarray, axis: int) -> np.ndarray:
-    """Sum ``buf`` along ``axis`` left to right as a plain loop does (``acc = +0.0f; acc = acc + p[i]``, each
-    addition rounded to float32); ``buf`` may be destroyed. Returns the sums.
-
-    Where the summed axis is not the innermost in memory, ``np.add.reduce`` from an initial +0.0 is that loop
-    for every sum at once: numpy adds the slices along the axis one after the other, element-wise (its
-    pairwise summation applies only along the innermost axis). Otherwise each sum is ``np.add.accumulate``
-    (a strictly sequential float32 loop) plus +0.0 at the end, which gives what the loop's +0.0 start gives
-    (the two differ only on an all -0.0 sum, which the loop makes +0.0). The tests hold both to a scalar loop.
-    """
-    others = [abs(s) for k, (n, s) in enumerate(zip(buf.shape, buf.strides, strict=True)) if k != axis and n > 1]
-    if others and min(others) < abs(buf.strides[axis]):
-        return np.add.reduce(buf, axis=axis, initial=F32(0))
-    v = np.moveaxis(buf, axis, -1)
-    np.add.accumulate(v, axis=-1, out=v)
-    last = v[..., -1]
-    last += F32(0)
-    return last
 
 
 class ArenaFull(RuntimeError):
@@ -134,7 +103,7 @@ class Tape:
         self.nodes: list[Node] = []
         self.top = 0
         self._scratch = np.empty(0, F32)
-        self._steps: list[Step] | None = None  #: the steps being recorded, on a recording copy only
+        self._steps: list[Call] | None = None  #: the calls being recorded, on a recording copy only
         self.programs: dict[Hashable, Program] = {}
 
     def __getstate__(self) -> dict:
@@ -143,11 +112,11 @@ class Tape:
 
     # ---- record and replay ------------------------------------------------------------------------------
 
-    def _step(self, kernel: Callable[..., Any], *args: Any) -> None:
-        """Run one kernel of an op (and keep it, while recording)."""
-        kernel(*args)
+    def _do(self, calls: list[Call]) -> None:
+        """Make the numpy calls of an op (and keep them, while recording)."""
+        run(calls)
         if self._steps is not None:
-            self._steps.append((kernel, args))
+            self._steps += calls
 
     def record(self, build: Callable[..., Any], *bound: np.ndarray) -> Program:
         """Run ``build(tape, *bound)`` (a pass made of this tape's ops) once and keep it as a program.
@@ -203,7 +172,7 @@ class Tape:
         """The gradient of ``n`` after :meth:`backward` (zeros if nothing reached it)."""
         g = self.val_grad(n)
         if not n.has_grad:
-            self._step(fill_zero, g)
+            self._do(fill_zero(g))
             n.has_grad = True
         return g
 
@@ -216,7 +185,7 @@ class Tape:
 
     def _acc(self, n: Node, kernel: Callable[..., None], *args: Any) -> None:
         """Add what ``kernel(*args, dst, first)`` contributes to ``n``'s gradient (stored if the first)."""
-        self._step(kernel, *args, self.val_grad(n), not n.has_grad)
+        self._do(kernel(*args, self.val_grad(n), not n.has_grad))
         n.has_grad = True
 
     # ---- ops: forward, then backward -----------------------------------------------------------------
@@ -235,7 +204,7 @@ class Tape:
             raise ValueError(f"grad_out must be float32 of shape {data.shape}")
         if copy:
             n = self._new(tuple(data.shape))
-            self._step(np.copyto, self.val(n), data)
+            self._do(copy_into(self.val(n), data))
         elif grad_out is None:  # a referenced leaf's gradient (zeros for data) needs arena room of its own
             n = self._new(tuple(data.shape))
             n.value_ref = data
@@ -259,16 +228,16 @@ class Tape:
         out = self._new((W.shape[0],), (W, x))
         Wv, xv = self.val(W), self.val(x)
         prod_t = self.scratch(W.shape[::-1])
-        self._step(matvec_forward, self.reduce, Wv, W.transposed_ref, xv, prod_t, self.val(out))
+        self._do(matvec_forward(self.reduce, Wv, W.transposed_ref, xv, prod_t, self.val(out)))
         prod = prod_t.reshape(W.shape)  # the same scratch, reused as backward's (m, n) buffer
 
         def backward() -> None:
             g = self.val_grad(out)
             if W.requires_grad:  # dW[i,j] = g[i] * x[j]: one product per cell, nothing to reduce
                 if W.has_grad:
-                    self._step(outer_add, g, xv, prod, self.val_grad(W))
+                    self._do(outer_add(g, xv, prod, self.val_grad(W)))
                 else:  # first contribution: straight into W's gradient
-                    self._step(outer_into, g, xv, self.val_grad(W))
+                    self._do(outer_into(g, xv, self.val_grad(W)))
                     W.has_grad = True
             if x.requires_grad:  # dx[j] = sum_i W[i,j] * g[i]
                 self._acc(x, matvec_input_grad, self.reduce, Wv, g, prod)
@@ -282,7 +251,7 @@ class Tape:
         out = self._new((m, n), (A, B))
         Av, Bv = self.val(A), self.val(B)
         prod = self.scratch((m, k, n))
-        self._step(matmul_forward, self.reduce, Av, Bv, prod, self.val(out))
+        self._do(matmul_forward(self.reduce, Av, Bv, prod, self.val(out)))
 
         def backward() -> None:
             g = self.val_grad(out)
@@ -297,7 +266,7 @@ class Tape:
     def add(self, a: Node, b: Node) -> Node:
         """``a + b`` (same shapes)."""
         out = self._new(a.shape, (a, b))
-        self._step(np.add, self.val(a), self.val(b), self.val(out))
+        self._do([(np.add, (self.val(a), self.val(b), self.val(out)))])
 
         def backward() -> None:
             g = self.val_grad(out)
@@ -312,7 +281,7 @@ class Tape:
         """``a * b`` element-wise (same shapes)."""
         out = self._new(a.shape, (a, b))
         av, bv = self.val(a), self.val(b)
-        self._step(np.multiply, av, bv, self.val(out))
+        self._do([(np.multiply, (av, bv, self.val(out)))])
 
         def backward() -> None:
             g = self.val_grad(out)
@@ -328,24 +297,27 @@ class Tape:
         """``max(a, 0)``; its derivative at 0 is 0."""
         out = self._new(a.shape, (a,))
         av = self.val(a)
-        self._step(relu_forward, av, self.val(out))
+        positive = np.empty(a.shape, bool)  # where a > 0, for the backward
+        self._do(relu_forward(av, positive, self.val(out)))
 
         def backward() -> None:
             if a.requires_grad:
-                self._acc(a, relu_input_grad, self.relu_grad, av, self.val_grad(out))
+                self._acc(a, self.relu_grad, av, positive, self.val_grad(out))
 
         out.backward = backward
         return out
 
-    def relu_grad(self, a: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """What relu's backward hands its input ``a``: ``g`` where ``a > 0``, else 0. The one place relu's
-        derivative is defined, so a subclass can give the tape another one."""
-        return np.where(a > 0, g, F32(0))
+    def relu_grad(self, a: np.ndarray, positive: np.ndarray, g: np.ndarray, dst: np.ndarray, first: bool
+                  ) -> list[Call]:
+        """The calls that hand relu's input ``a`` its gradient from ``g``: ``g`` where ``a > 0`` (``positive``,
+        from the forward), else +0.0; stored in ``dst``, or added if not the first contribution. The one place
+        relu's derivative is defined, so a subclass can give the tape another one."""
+        return relu_input_grad(positive, g, dst, first)
 
     def sum(self, a: Node) -> Node:
         """The sum of all elements, as a scalar node."""
         out = self._new((), (a,))
-        self._step(sum_forward, self.reduce, self.val(a), self.scratch((a.size,)), self.val(out))
+        self._do(sum_forward(self.reduce, self.val(a), self.scratch((a.size,)), self.val(out)))
 
         def backward() -> None:
             if a.requires_grad:
@@ -358,12 +330,15 @@ class Tape:
         """``mean((y - t)^2)``: the tree sum of squared differences divided by float32(n)."""
         out = self._new((), (y, t))
         diff, sq = np.empty(y.shape, F32), np.empty(y.shape, F32)  # diff is kept for the backward
-        self._step(mse_forward, self.reduce, self.val(y), self.val(t), diff, sq, self.val(out))
+        self._do(mse_forward(self.reduce, self.val(y), self.val(t), diff, sq, self.val(out)))
 
         def backward() -> None:
-            dy = sq  # the squares are spent: their buffer takes the gradient
-            self._step(mse_grad, diff, self.val_grad(out), dy)
-            if y.requires_grad:
+            direct = y.requires_grad and not y.has_grad  # y's first gradient: written where it goes
+            dy = self.val_grad(y) if direct else sq  # else into the spent squares' buffer
+            self._do(mse_grad(diff, self.val_grad(out), dy))
+            if direct:
+                y.has_grad = True
+            elif y.requires_grad:
                 self._acc(y, store_or_add, dy)
             if t.requires_grad:
                 self._acc(t, negated_grad, dy)
@@ -379,7 +354,7 @@ class Tape:
             raise ValueError("backward starts from a scalar node")
         for n in self.nodes:
             n.has_grad = False
-        self._step(fill_one, self.val_grad(loss))
+        self._do(fill_one(self.val_grad(loss)))
         loss.has_grad = True
         for n in reversed(self.nodes):
             if n.backward is not None and n.has_grad and n.requires_grad:

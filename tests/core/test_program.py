@@ -112,3 +112,38 @@ def test_arrays_apart_from_the_bound_ones_and_other_arguments_are_kept():
     out2 = np.zeros(4, F32)
     program.run(np.full(4, 2, F32), out2)
     assert out2.tolist() == [9.0] * 4
+
+
+def test_the_ufunc_buffer_is_the_shortest_long_row_of_the_long_operations():
+    from nxgates.core.program import DEFAULT_BUFFER, ufunc_buffer
+
+    small, row = np.empty((4, 300), F32), np.empty(300, F32)
+    assert ufunc_buffer([(np.multiply, (small, row, small))]) == DEFAULT_BUFFER  # 1200 cells: not long
+    long_rows, longer_rows = np.empty((100, 300), F32), np.empty((40, 784), F32)
+    assert ufunc_buffer([(np.multiply, (row, long_rows)), (np.add, (longer_rows, longer_rows))]) == 288  # 300 -> 16s
+    assert ufunc_buffer([(np.add, (np.empty((2000, 30), F32), 1))]) == DEFAULT_BUFFER  # short rows: buffered is better
+    assert ufunc_buffer([(np.add, (np.empty(100_000, F32), 1))]) == DEFAULT_BUFFER  # 1-d: nothing broadcast by rows
+    assert ufunc_buffer([(np.add, (np.empty((64, 128), F32), 1))]) == 128
+    assert ufunc_buffer([]) == DEFAULT_BUFFER
+
+
+def test_a_replay_runs_with_the_programs_buffer_and_gives_numpys_back():
+    seen = []
+
+    def look(_):
+        seen.append(np.getbufsize())
+
+    x = np.ones((64, 256), F32)
+    program = Program([(look, (x,))], [x])
+    assert program.buffer == 256
+    before = np.getbufsize()
+    program.run(np.ones((64, 256), F32))
+    assert seen == [256] and np.getbufsize() == before
+
+    def fail(_):
+        raise RuntimeError("stop")
+
+    failing = Program([(fail, (x,))], [x])
+    with pytest.raises(RuntimeError):
+        failing.run(x)
+    assert np.getbufsize() == before

@@ -475,7 +475,7 @@ def squares(tape, x, out):
     """A pass: out = x * x, through the tape."""
     n = tape.leaf(x)
     sq = tape.mul(n, n)
-    tape._step(np.copyto, out, tape.val(sq))
+    tape._do([(np.copyto, (out, tape.val(sq)))])
     return tape.val(sq)
 
 
@@ -505,7 +505,7 @@ def test_a_recording_copy_is_of_the_tapes_own_class():
         pass
 
     seen = []
-    Marked(4).record(lambda tape, x: seen.append(type(tape)) or tape._step(np.negative, x, x), f32(1))
+    Marked(4).record(lambda tape, x: seen.append(type(tape)) or tape._do([(np.negative, (x, x))]), f32(1))
     assert seen == [Marked]
 
 
@@ -534,7 +534,7 @@ def test_a_recording_keeps_every_zero_fill_of_an_unreached_gradient():
         a = tape.leaf(x)
         unused = tape.leaf(x)
         tape.backward(tape.sum(a))
-        tape._step(np.copyto, g, tape.grad(unused))
+        tape._do([(np.copyto, (g, tape.grad(unused)))])
         return g
 
     g = np.full(2, 9, F32)
