@@ -23,6 +23,6 @@ def test_an_address_space_limit_is_part_of_the_memory_budget(tmp_path):
 
 
 def test_too_few_file_descriptors_for_the_process_pool(tmp_path):
-    """`ulimit -n 16`: the pool's pipes cannot be made; exit 2 naming the limit, not exit 3."""
-    r = shell('ulimit -n 16 && "$NX" run parallel-grad --executor process', tmp_path)
+    """`ulimit -n 12`: the pool's pipes cannot be made; exit 2 naming the limit, not exit 3."""
+    r = shell('ulimit -n 12 && "$NX" run parallel-grad --executor process', tmp_path)
     assert_usage_error(r, "parallel-grad: the system refused a resource: Too many open files", "ulimit -n")

@@ -141,13 +141,13 @@ def test_waiting_for_the_workers_never_blocks_past_the_deadline(monkeypatch):
     at it; a fixed slice would overshoot by the slice."""
     deadline = time.monotonic() + 0.3
     waits = []
-    real_wait = pool_module.WorkerPool.wait
+    real_wait = pool_module.ProcessWorkerPool.wait  # workers=2 at these sizes: the process executor
 
     def spy(self, target, timeout):
         waits.append((timeout, deadline - time.monotonic()))
         return real_wait(self, target, timeout)
 
-    monkeypatch.setattr(pool_module.WorkerPool, "wait", spy)
+    monkeypatch.setattr(pool_module.ProcessWorkerPool, "wait", spy)
     monkeypatch.setattr(lora_pooled, "_cells_a_task", _stuck_task)
     with pytest.raises(GateTimeout):
         _pooled(3, 7, 3, workers=2, deadline=deadline)

@@ -1,13 +1,18 @@
-"""What runs inside a forked worker, called here directly: the batch runner and the worker's start-up."""
+"""What runs inside a forked worker, called here directly (mutation testing cannot see what runs only in a
+forked worker): the serve loop and its framing, the batch runner, the answers, and the worker's start-up."""
 
+import contextlib
 import os
+import pickle
 import signal
+import struct
 import sys
+import threading
 
 import pytest
 
 from nxgates.core.pool import forked
-from nxgates.core.pool.forked import STOP_SIGNALS, _end_with_parent, _quiet_worker, _run_batch
+from nxgates.core.pool.forked import STOP_SIGNALS, _answer, _end_with_parent, _quiet_worker, _run_batch, _serve
 
 
 def add(ctx, worker):
@@ -122,3 +127,190 @@ def test_without_prctl_a_worker_carries_on(fake_libc, monkeypatch, missing):
     monkeypatch.setattr(ctypes, "CDLL", cdll)
     _end_with_parent(os.getppid() + 1)  # cannot ask: does not exit either
     assert fake_libc == []
+
+
+# ---- the serve loop and its frames ---------------------------------------------------------------------------
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack("<Q", len(payload)) + payload
+
+
+def batch(*tasks) -> bytes:
+    return frame(pickle.dumps(list(tasks)))
+
+
+def read_answers(fd: int) -> list:
+    """Every answer frame on ``fd`` up to end of file, unpickled."""
+    data = b""
+    while chunk := os.read(fd, 1 << 16):
+        data += chunk
+    answers = []
+    while data:
+        (length,) = struct.unpack_from("<Q", data)
+        answers.append(pickle.loads(data[8:8 + length]))
+        data = data[8 + length:]
+    return answers
+
+
+@pytest.fixture
+def serve(monkeypatch):
+    """``_serve`` run here on two fresh pipes, its start-up recorded instead of done (it would ignore Ctrl-C
+    and ask for SIGTERM when pytest's parent dies): write the task pipe, call it, then read what it answered."""
+    started = []
+    monkeypatch.setattr(forked, "_quiet_worker", started.append)
+    monkeypatch.setattr(forked, "_run_as_batch", lambda: started.append("batch"))
+    task_read, task_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+
+    def run(sent: bytes, worker: int = 0, end: bool = False, inherited: tuple = ()) -> list:
+        os.write(task_write, sent)
+        if end:
+            os.close(task_write)
+        _serve(4321, worker, task_read, answer_write, inherited)
+        os.close(answer_write)
+        return read_answers(answer_read)
+
+    yield run, started
+    for fd in (task_read, task_write, answer_read, answer_write):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def test_a_worker_answers_each_batch_in_order_until_the_stop_frame(serve):
+    run, started = serve
+    sent = batch((add, 1), (add, 2)) + batch((fail_on_two, 2)) + frame(b"") + batch((add, 9))
+    assert run(sent, worker=3) == [[(None, 31), (None, 32)], [("ValueError: task 2 on worker 3 failed", None)]]
+    assert started == [4321, "batch"]  # quieted first, with the pid that forked it; then a batch job
+
+
+def test_a_worker_stops_at_the_end_of_its_task_pipe(serve):
+    run, _ = serve
+    assert run(batch((add, 5)), end=True) == [[(None, 5)]]
+
+
+@pytest.mark.parametrize("where", ["in the pickle", "in the length"])
+def test_a_worker_stops_at_end_of_file_inside_a_frame(serve, where):
+    run, _ = serve
+    sent = batch((add, 5))
+    assert run(sent[:-3] if where == "in the pickle" else sent[:5], end=True) == []
+
+
+def test_a_worker_closes_the_parent_ends_it_inherited(serve):
+    run, _ = serve
+    spare_read, spare_write = os.pipe()
+    os.close(spare_read)
+    run(frame(b""), inherited=(spare_write, 10_000))  # one not open: ignored
+    with pytest.raises(OSError):
+        os.fstat(spare_write)
+
+
+def test_a_worker_whose_parent_stopped_reading_ends_quietly(monkeypatch):
+    monkeypatch.setattr(forked, "_quiet_worker", lambda parent: None)
+    monkeypatch.setattr(forked, "_run_as_batch", lambda: None)  # the test process keeps its scheduling
+    task_read, task_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+    os.close(answer_read)
+    os.write(task_write, batch((add, 1)))
+    os.close(task_write)
+    try:
+        _serve(1, 0, task_read, answer_write, ())  # EPIPE on the answer: returns, raises nothing
+    finally:
+        os.close(task_read)
+        os.close(answer_write)
+
+
+def test_a_batch_and_an_answer_larger_than_a_pipe_cross_it_in_pieces(monkeypatch):
+    """Both are longer than a pipe holds: the worker reads the batch and writes the answer in pieces, while
+    the other side (threads here) writes and reads."""
+    monkeypatch.setattr(forked, "_quiet_worker", lambda parent: None)
+    monkeypatch.setattr(forked, "_run_as_batch", lambda: None)  # the test process keeps its scheduling
+    big = b"x" * (3 << 16)
+    task_read, task_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+    answers = []
+
+    def parent_writes():
+        os.write(task_write, batch((echo, big)))
+        os.close(task_write)
+
+    threads = [threading.Thread(target=parent_writes),
+               threading.Thread(target=lambda: answers.append(read_answers(answer_read)))]
+    for t in threads:
+        t.start()
+    _serve(1, 0, task_read, answer_write, ())
+    os.close(answer_write)
+    for t in threads:
+        t.join(10)
+    os.close(task_read)
+    os.close(answer_read)
+    assert answers == [[[(None, big)]]]
+
+
+def echo(ctx, worker):
+    return ctx
+
+
+def leave(ctx, worker):
+    sys.exit(ctx)
+
+
+def unpicklable(ctx, worker):
+    return threading.Lock() if ctx else ctx
+
+
+def test_an_answer_carries_each_error_as_its_record_shows_it():
+    answer = pickle.loads(_answer(pickle.dumps([(add, 1), (fail_on_two, 2)]), 1))
+    assert answer == [(None, 11), ("ValueError: task 2 on worker 1 failed", None)]
+
+
+def test_a_result_that_cannot_be_pickled_fails_only_its_task():
+    answer = pickle.loads(_answer(pickle.dumps([(unpicklable, 0), (unpicklable, 1), (unpicklable, 0)]), 0))
+    assert answer[0] == answer[2] == (None, 0)
+    assert answer[1] == ("the task's result cannot be sent back: TypeError: cannot pickle '_thread.lock' object",
+                         None)
+
+
+def test_a_task_that_calls_sys_exit_fails_its_batch_and_the_worker_lives_on():
+    assert pickle.loads(_answer(pickle.dumps([(add, 1), (leave, 3)]), 0)) == "SystemExit: 3"
+
+
+def test_a_batch_that_cannot_be_read_fails_as_a_whole():
+    assert pickle.loads(_answer(b"not a pickle", 0)).startswith("UnpicklingError: ")
+
+
+def _policy(ctx, worker):
+    return os.sched_getscheduler(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_a_forked_worker_runs_as_a_batch_job():
+    """Its wake-ups do not preempt the parent while it hands out a pass's batches."""
+    from nxgates.core.pool import ProcessWorkerPool
+
+    got = []
+    with ProcessWorkerPool(2) as pool:
+        for w in range(2):
+            pool.submit(_policy, None, worker=w, on_result=got.append)
+        assert pool.wait(2, 30).reached
+    assert got == [os.SCHED_BATCH, os.SCHED_BATCH] and os.sched_getscheduler(0) != os.SCHED_BATCH
+
+
+def test_running_as_a_batch_job_is_asked_for_and_a_refusal_or_its_absence_is_no_error(monkeypatch):
+    asked = []
+
+    def setscheduler(pid, policy, param):
+        asked.append((pid, policy, param.sched_priority))
+
+    monkeypatch.setattr(os, "SCHED_BATCH", 3, raising=False)
+    monkeypatch.setattr(os, "sched_setscheduler", setscheduler, raising=False)
+    forked._run_as_batch()
+    assert asked == [(0, 3, 0)]
+
+    def refuse(pid, policy, param):
+        raise PermissionError("not here")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    forked._run_as_batch()  # runs on as it is
+    monkeypatch.delattr(os, "SCHED_BATCH")
+    forked._run_as_batch()  # nothing to ask for

@@ -1,5 +1,7 @@
-"""The pool's limits: forks capped, quiet on Ctrl-C and at shutdown, no worker outliving a closed pool."""
+"""The pool's limits: forks capped, quiet on Ctrl-C and at shutdown, no worker outliving a closed pool, and
+this machine's limits on file descriptors and processes a usage error (exit 2), not a crash."""
 
+import errno
 import logging
 import os
 import signal
@@ -13,6 +15,7 @@ from nxgates.core import memory
 from nxgates.core.pool import ProcessWorkerPool, WorkerPool, check_workers, resolve
 from nxgates.core.pool import forked as pool
 from nxgates.errors import ConfigError
+from tests.helpers import assert_usage_error, run_in_process, shell
 
 
 def test_process_workers_are_capped_by_cpus_and_memory(monkeypatch):
@@ -90,3 +93,29 @@ def test_closing_a_busy_process_pool_ends_its_workers():
             break
         time.sleep(0.05)
     assert all(_gone(int(pid)) for pid in pids)
+
+
+@pytest.mark.parametrize(("refused", "why"), [(errno.EMFILE, "Too many open files"),
+                                              (errno.EAGAIN, "Resource temporarily unavailable")])
+def test_a_pipe_or_fork_the_system_refuses_is_a_usage_error_naming_the_limit(tmp_path, monkeypatch, refused, why):
+    """No file descriptor for a worker's pipes (ulimit -n) or no process for it (ulimit -u): exit 2, one line."""
+    import multiprocessing.process
+
+    def refuse(*args):
+        raise OSError(refused, why)
+
+    if refused == errno.EMFILE:
+        monkeypatch.setattr(os, "pipe", refuse)
+    else:
+        monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    r = run_in_process("run", "parallel-grad", "--executor", "process", cwd=tmp_path)
+    assert_usage_error(r, f"parallel-grad: the system refused a resource: {why}", "ulimit -n", "ulimit -u")
+
+
+@pytest.mark.console_script
+def test_too_few_file_descriptors_for_the_workers_pipes(tmp_path):
+    """`ulimit -n 16` holds the thread pool but not four forked workers' pipes: exit 2 naming the limit."""
+    r = shell('ulimit -n 16 && "$NX" run parallel-grad --executor thread --set workers=4', tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = shell('ulimit -n 16 && "$NX" run parallel-grad --executor process --set workers=4', tmp_path)
+    assert_usage_error(r, "parallel-grad: the system refused a resource: Too many open files", "ulimit -n")

@@ -1,11 +1,14 @@
-"""The process pool's parts that need no worker: its caps, shared arrays and barriers, batch results, and the
-guards around forking."""
+"""The process pool's parts that need little or no worker: its caps, shared arrays and barriers, the parent's
+side of the transport (framing, partial writes, delivering answers), and the guards around forking."""
 
+import contextlib
+import errno
 import os
+import pickle
 import signal
+import struct
+import sys
 import threading
-import types
-from concurrent.futures import Future, process
 
 import numpy as np
 import pytest
@@ -13,8 +16,9 @@ import pytest
 from nxgates.core import memory
 from nxgates.core.cpus import auto_workers
 from nxgates.core.pool import ProcessWorkerPool, check_workers, forked, max_process_workers
+from nxgates.core.pool.forked import CANCELLED, ForkedWorker
 from nxgates.core.pool.shared import TaskRecord
-from nxgates.errors import ConfigError, ResourceError
+from nxgates.errors import ConfigError
 
 MIB = 1 << 20
 
@@ -59,17 +63,22 @@ def test_a_process_pool_refuses_more_workers_than_its_cap(monkeypatch):
         ProcessWorkerPool(4)
 
 
-def test_each_worker_is_one_forked_process_started_quietly():
+def test_nothing_is_made_before_the_first_batch_and_each_worker_is_one_forked_process():
     import multiprocessing
 
     with ProcessWorkerPool(3) as pool:
         assert pool.kind == "process" and pool._mp is multiprocessing.get_context("fork")
-        assert pool.n_workers == 3 and len(pool._executors) == 3
-        ex = pool._executors[1]
-        assert ex._max_workers == 1 and ex._mp_context is pool._mp
-        assert ex._initializer is forked._quiet_worker and ex._initargs == (os.getpid(),)
-        assert pool._queued == {} and pool._pending == {} and pool._retired == ([], [])
-        assert pool._workers() == ([], [None, None, None])  # nothing forked before the first batch
+        assert pool.n_workers == 3 and [w.index for w in pool._executors] == [0, 1, 2]
+        assert all(w.process is None and w.parent_fds() == () for w in pool._executors)  # no pipe, no fork
+        pool.submit(noop, 0, worker=1)
+        assert all(w.process is None for w in pool._executors)  # queued, not yet flushed
+        pool.flush()
+        started = pool._executors[1]
+        assert [w.process is None for w in pool._executors] == [True, False, True]
+        assert type(started.process) is multiprocessing.get_context("fork").Process
+        assert started.forked_by == os.getpid() and started.process.name == "nxgates-worker1"
+        assert len(started.parent_fds()) == 2 and all(not os.get_blocking(fd) for fd in started.parent_fds())
+        assert pool.wait(1, timeout=60).reached
     with ProcessWorkerPool() as pool:
         assert pool.n_workers == auto_workers()
 
@@ -129,51 +138,263 @@ def test_tasks_queue_per_worker_until_flushed():
         assert sorted(pool._queued) == [0, 1]
         assert [[(fn, ctx) for fn, ctx, _, _ in items] for _, items in sorted(pool._queued.items())] == [
             [(noop, 0), (noop, 2)], [(noop, 1)]]
-        assert pool.wait(3, timeout=60).reached and pool._queued == {} and pool._pending == {}
+        assert pool.wait(3, timeout=60).reached and pool._queued == {}
+        assert all(not w.unanswered and not w.unsent for w in pool._executors)
 
 
-def test_a_finished_batch_delivers_each_outcome_to_its_task():
+def items_for(records, on_result=None):
+    return [(noop, None, r, on_result) for r in records]
+
+
+def in_flight(pool, records):
+    pool._in_flight += len(records)
+    return records
+
+
+def test_a_delivered_batch_gives_each_outcome_to_its_task_in_order():
     got = []
     with ProcessWorkerPool(2) as pool:
-        records = [TaskRecord(0, 0, "a"), TaskRecord(1, 0, "b"), TaskRecord(2, 0, "c")]
-        items = [(noop, None, records[0], got.append), (noop, None, records[1], got.append),
-                 (noop, None, records[2], None)]
-        future = Future()
-        pool._pending[future] = (0, items)
-        pool._in_flight = 3
-        future.set_result([(None, 5), (ValueError("bad"), None), (None, 6)])
-        pool._finish_batch(items, future)
-        assert got == [5] and pool._pending == {} and pool._in_flight == 0
+        records = in_flight(pool, [TaskRecord(0, 0, "a"), TaskRecord(1, 0, "b"), TaskRecord(2, 0, "c")])
+        items = items_for(records[:2], got.append) + items_for(records[2:])
+        pool._deliver_batch(items, [(None, 5), ("ValueError: bad", None), (None, 6)])
+        assert got == [5] and pool._in_flight == 0
         assert [(r.done, r.error) for r in records] == [(True, None), (True, "ValueError: bad"), (True, None)]
         assert (pool._completed, pool._failed) == (2, 1)
 
 
-def test_a_cancelled_batch_fails_each_of_its_tasks():
+def test_a_batch_answered_with_one_reason_fails_each_of_its_tasks_with_it():
     with ProcessWorkerPool(2) as pool:
-        records = [TaskRecord(0, 0, "a"), TaskRecord(1, 0, "b")]
-        items = [(noop, None, r, None) for r in records]
-        future = Future()
-        future.cancel()
-        pool._in_flight = 2
-        pool._finish_batch(items, future)
-        assert [r.error for r in records] == ["CancelledError: cancelled when the pool closed"] * 2
+        records = in_flight(pool, [TaskRecord(0, 0, "a"), TaskRecord(1, 0, "b")])
+        pool._deliver_batch(items_for(records), "SystemExit: 3")
+        assert [r.error for r in records] == ["SystemExit: 3"] * 2 and pool._in_flight == 0
 
 
-def test_manager_thread_failures_are_recorded_and_other_threads_passed_on(monkeypatch):
-    passed = []
-    monkeypatch.setattr(threading, "excepthook", passed.append)
-    forked._watch_manager_threads()
-    hook = threading.excepthook
-    assert hook is not passed.append and hook.nxgates_manager_hook is True
-    forked._watch_manager_threads()
-    assert threading.excepthook is hook  # installed once
-    manager = process._ExecutorManagerThread.__new__(process._ExecutorManagerThread)
-    failure = RuntimeError("can't start new thread")
-    hook(threading.ExceptHookArgs((RuntimeError, failure, None, manager)))
-    assert forked._MANAGER_FAILURES[manager] is failure and passed == []
-    other = threading.ExceptHookArgs((KeyError, KeyError("x"), None, threading.current_thread()))
-    hook(other)
-    assert passed == [other]
+def test_a_batch_whose_outcomes_do_not_match_its_tasks_is_refused_and_none_stays_in_flight():
+    with ProcessWorkerPool(2) as pool:
+        records = in_flight(pool, [TaskRecord(0, 0, "a"), TaskRecord(1, 0, "b")])
+        with pytest.raises(ValueError, match="zip"):
+            pool._deliver_batch(items_for(records), [(None, 1)])
+        assert [r.error for r in records] == [None, CANCELLED] and pool._in_flight == 0
+
+
+def test_delivering_stopped_by_ctrl_c_cancels_the_tasks_not_yet_delivered():
+    """A stop raised in an ``on_result`` leaves no task in flight for ever: the rest are cancelled."""
+    got = []
+
+    def on_result(value):
+        if value == 2:
+            raise KeyboardInterrupt
+        got.append(value)
+
+    with ProcessWorkerPool(2) as pool:
+        records = in_flight(pool, [TaskRecord(n, 0, str(n)) for n in range(4)])
+        with pytest.raises(KeyboardInterrupt):
+            pool._deliver_batch(items_for(records, on_result), [(None, n + 1) for n in range(4)])
+        assert got == [1] and pool._in_flight == 0
+        assert [r.error for r in records] == [None, CANCELLED, CANCELLED, CANCELLED]
+
+
+@pytest.mark.parametrize(("exitcode", "how"), [
+    (-9, "exit code -9, SIGKILL"), (-15, "exit code -15, SIGTERM"), (3, "exit code 3"), (0, "exit code 0"),
+    (None, "exit code unknown"), (-200, "exit code -200")])
+def test_a_lost_workers_tasks_are_told_which_worker_and_its_exit_code(exitcode, how):
+    assert forked._ended_reason(2, exitcode) == f"worker 2's process ended ({how}) before answering its tasks"
+
+
+def frames(*payloads: bytes) -> bytes:
+    return b"".join(struct.pack("<Q", len(p)) + p for p in payloads)
+
+
+@pytest.fixture
+def answer_pipe():
+    """A worker as the parent sees it, whose answer pipe the test writes."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    worker = ForkedWorker(0)
+    worker.answer_fd = read_end
+    yield worker, write_end
+    for fd in (read_end, write_end):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def test_answers_are_cut_out_of_the_pipe_whole_whatever_the_pieces(answer_pipe):
+    worker, write_end = answer_pipe
+    data = frames(b"first", b"", b"third" * 20)
+    os.write(write_end, data[:3])
+    assert worker.receive() == []  # not even a length yet
+    os.write(write_end, data[3:21])  # the first two frames (13 and 8 bytes)
+    assert worker.receive() == [b"first", b""]
+    os.write(write_end, data[21:])
+    assert worker.receive() == [b"third" * 20] and worker.received == bytearray()
+    assert worker.receive() == [] and not worker.answers_ended
+
+
+def test_an_answer_longer_than_one_read_is_read_whole(answer_pipe):
+    worker, write_end = answer_pipe
+    long = bytes(range(256)) * 1000
+    data = frames(long)
+    got = []
+    threading.Thread(target=lambda: (os.write(write_end, data), os.close(write_end))).start()
+    while not worker.answers_ended:
+        got += worker.receive(until_end=True)
+    assert got == [long]
+
+
+def test_the_end_of_the_answer_pipe_is_noticed(answer_pipe):
+    worker, write_end = answer_pipe
+    os.write(write_end, frames(b"last") + b"\x09")
+    os.close(write_end)
+    assert worker.receive(until_end=True) == [b"last"]
+    assert worker.answers_ended and worker.received == bytearray(b"\x09")
+
+
+def test_the_parent_writes_what_a_pipe_takes_and_never_blocks():
+    """A batch longer than the pipe holds: what does not fit now waits for the next chance, in order."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    worker = ForkedWorker(0)
+    worker.task_fd = write_end
+    try:
+        payload = os.urandom(200_000)
+        worker.send(payload)  # returns at once: the pipe holds 64 KiB
+        assert worker.unsent
+        worker.send(b"second")
+        received = b""
+        while worker.unsent:
+            received += os.read(read_end, 1 << 20)
+            worker.send_some()
+        received += os.read(read_end, 1 << 20)
+        assert received == frames(payload, b"second")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_writing_to_a_worker_that_is_gone_drops_what_was_unsent():
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    os.close(read_end)
+    worker = ForkedWorker(0)
+    worker.task_fd = write_end
+    try:
+        worker.send(b"batch")  # EPIPE: no exception, nothing left to write; the sentinel says why
+        assert not worker.unsent
+    finally:
+        os.close(write_end)
+
+
+def test_the_stop_frame_is_queued_once_and_only_for_a_worker_that_runs():
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    worker = ForkedWorker(0)
+    worker.ask_to_stop()
+    assert not worker.stopping and not worker.unsent  # never forked: nothing to stop
+    worker.process, worker.task_fd = object(), write_end
+    try:
+        worker.ask_to_stop()
+        worker.ask_to_stop()
+        assert worker.stopping and os.read(read_end, 100) == struct.pack("<Q", 0)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def unpicklable_ctx():
+    return threading.Lock()
+
+
+def test_a_batch_that_cannot_be_pickled_fails_its_tasks_and_does_not_raise():
+    with ProcessWorkerPool(2) as pool:
+        pool.submit(noop, unpicklable_ctx(), worker=0)
+        pool.submit(noop, 1, worker=0)
+        pool.submit(noop, 2, worker=1)
+        waited = pool.wait(3, timeout=60)
+        assert not waited.reached and waited.finished == 3
+        assert [r.error for r in pool.records] == ["TypeError: cannot pickle '_thread.lock' object"] * 2 + [None]
+        assert pool._executors[0].process is None  # nothing to send: not forked
+
+
+def test_no_memory_to_pickle_a_batch_is_this_machines_limit_not_the_tasks_fault(monkeypatch):
+    def no_memory(obj, protocol=None):
+        raise MemoryError
+
+    with ProcessWorkerPool(1) as pool:
+        pool.submit(noop, 1)
+        monkeypatch.setattr(forked.pickle, "dumps", no_memory)
+        with pytest.raises(MemoryError):
+            pool.flush()
+        monkeypatch.undo()
+    assert pool.records[0].error == CANCELLED
+
+
+def test_an_answer_that_cannot_be_unpickled_fails_its_batch():
+    with ProcessWorkerPool(1) as pool:
+        worker = pool._executors[0]
+        records = in_flight(pool, [TaskRecord(0, 0, "a"), TaskRecord(1, 0, "b")])
+        worker.unanswered.append(items_for(records))
+        read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        worker.answer_fd = read_end
+        os.write(write_end, frames(b"not a pickle", pickle.dumps([])))
+        os.close(write_end)
+        worker.unanswered.append([])
+        pool._take_answers(worker)
+        assert {r.error for r in records} == {"the worker's answer cannot be unpickled: UnpicklingError: "
+                                              "invalid load key, 'n'."}
+        assert not worker.unanswered
+        os.close(read_end)
+        worker.answer_fd = -1
+
+
+def test_tasks_for_a_retired_pool_fail_saying_so():
+    with ProcessWorkerPool(2) as pool:
+        pool.retire()
+        pool.submit(noop, 1)
+        waited = pool.wait(1, timeout=60)
+        assert not waited.reached and pool.records[0].error == "the pool was retired: it takes no more tasks"
+
+
+def test_tasks_for_a_closed_pool_are_cancelled():
+    pool = ProcessWorkerPool(1)
+    pool.submit(noop, 1)
+    assert pool.wait(1, timeout=60).reached
+    pool.close()
+    pool.submit(noop, 2)
+    waited = pool.wait(2, timeout=60)
+    assert not waited.reached and waited.finished == 2 and pool.records[1].error == CANCELLED
+
+
+@pytest.mark.parametrize("refused", ["second pipe", "fork"])
+def test_a_refused_pipe_or_fork_raises_leaves_nothing_open_and_the_tasks_are_cancelled(monkeypatch, refused):
+    """EMFILE (ulimit -n) or EAGAIN (ulimit -u) reaches the runner, which reports this machine's limit (exit 2)."""
+    import multiprocessing.process
+
+    real_pipe, pipes = os.pipe, []
+
+    def pipe():
+        if refused == "second pipe" and len(pipes) == 1:
+            raise OSError(errno.EMFILE, "Too many open files")
+        pipes.append(real_pipe())
+        return pipes[-1]
+
+    def start(self):
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "pipe", pipe)
+    if refused == "fork":
+        monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    pool = ProcessWorkerPool(2)
+    pool.submit(noop, 1)
+    with pytest.raises(OSError) as err:
+        pool.wait(1, timeout=60)
+    assert err.value.errno == (errno.EMFILE if refused == "second pipe" else errno.EAGAIN)
+    for fd in (fd for p in pipes for fd in p):
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    assert pool._executors[0].process is None and sorted(pool._queued) == [0]
+    pool.close()
+    assert pool.records[0].error == CANCELLED and pool._in_flight == 0
 
 
 def blocked_stop_signals():
@@ -186,6 +407,26 @@ def test_stop_signals_are_held_while_forking_in_the_main_thread():
     with forked._stop_signals_deferred():
         assert blocked_stop_signals() == {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
     assert blocked_stop_signals() == before
+
+
+def test_a_worker_is_forked_with_the_stop_signals_held_and_they_are_released_after(monkeypatch):
+    import multiprocessing.process
+
+    held, real_start = [], multiprocessing.process.BaseProcess.start
+
+    def start(self):
+        held.append(blocked_stop_signals())
+        real_start(self)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    before = blocked_stop_signals()
+    with ProcessWorkerPool(2) as pool:
+        pool.submit(noop, 1)
+        pool.submit(noop, 2)
+        pool.flush()
+        assert held == [{signal.SIGINT, signal.SIGTERM, signal.SIGHUP}] * 2
+        assert blocked_stop_signals() == before
+        assert pool.wait(2, timeout=60).reached
 
 
 def test_off_the_main_thread_stop_signals_are_not_held():
@@ -201,67 +442,32 @@ def test_off_the_main_thread_stop_signals_are_not_held():
     assert seen == [set()]
 
 
-def test_a_batch_whose_outcomes_do_not_match_its_tasks_is_refused():
-    with ProcessWorkerPool(2) as pool:
-        items = [(noop, None, TaskRecord(0, 0, "a"), None), (noop, None, TaskRecord(1, 0, "b"), None)]
-        future = Future()
-        future.set_result([(None, 1)])
-        pool._in_flight = 2
-        with pytest.raises(ValueError, match="zip"):
-            pool._finish_batch(items, future)
+#: set after this module was imported: only a forked worker, a copy of this process, sees the new value
+SET_AFTER_IMPORT = "as imported"
 
 
-def test_workers_are_forked_whatever_the_default_start_method():
+def set_after_import(ctx, worker):
+    return SET_AFTER_IMPORT
+
+
+def test_workers_are_forked_whatever_the_default_start_method(monkeypatch):
     import multiprocessing
 
+    monkeypatch.setattr(sys.modules[__name__], "SET_AFTER_IMPORT", "set in the parent")
     previous = multiprocessing.get_start_method(allow_none=True)
     multiprocessing.set_start_method("spawn", force=True)
+    got = []
     try:
         with ProcessWorkerPool(2) as pool:
-            fork = multiprocessing.get_context("fork")
-            assert pool._mp is fork and all(ex._mp_context is fork for ex in pool._executors)
+            assert pool._mp is multiprocessing.get_context("fork")
+            pool.submit(set_after_import, None, on_result=got.append)
+            assert pool.wait(1, timeout=60).reached
     finally:
         multiprocessing.set_start_method(previous, force=True)
+    assert got == ["set in the parent"]
 
 
 def test_shared_arrays_of_numpy_sized_shapes():
     with ProcessWorkerPool(2) as pool:
         a = pool.array((np.int64(3), 2), np.float64)
         assert a.shape == (3, 2) and a.dtype == np.float64 and a.nbytes == 48
-
-
-class EndedThread:
-    def is_alive(self):
-        return False
-
-
-def test_batches_of_a_manager_thread_that_ended_fail_with_its_reason():
-    with ProcessWorkerPool(2) as pool:
-        ended = EndedThread()
-        real = pool._executors
-        alive = threading.current_thread()
-        pool._executors = [types.SimpleNamespace(_executor_manager_thread=t, _processes={})
-                           for t in (alive, ended, ended)]
-        forked._MANAGER_FAILURES[ended] = ValueError("boom")
-        records = [TaskRecord(0, 0, "a"), TaskRecord(1, 1, "b"), TaskRecord(2, 2, "c")]
-        futures = [Future(), Future(), Future()]
-        pool._pending = {f: (w, [(noop, None, records[w], None)]) for w, f in enumerate(futures)}
-        pool._in_flight = 3
-        pool._check_alive()
-        assert list(pool._pending) == [futures[0]] and pool._in_flight == 1
-        assert [r.error for r in records] == [None] + ["the pool's manager thread ended: ValueError('boom')"] * 2
-        pool._executors = real
-
-
-def test_a_manager_thread_the_system_refused_is_a_resource_error():
-    with ProcessWorkerPool(2) as pool:
-        ended = EndedThread()
-        real = pool._executors
-        pool._executors = [types.SimpleNamespace(_executor_manager_thread=ended, _processes={})] * 2
-        forked._MANAGER_FAILURES[ended] = MemoryError("no stack")
-        pool._pending = {Future(): (0, [(noop, None, TaskRecord(0, 0, "a"), None)])}
-        with pytest.raises(ResourceError) as err:
-            pool._check_alive()
-        assert str(err.value) == ("the system refused the process pool a thread (MemoryError: no stack; a tight "
-                                  "ulimit -v leaves no room for thread stacks); raise the limit or use fewer workers")
-        pool._executors = real
