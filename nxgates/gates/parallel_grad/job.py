@@ -15,6 +15,9 @@ from nxgates.core.pool import resolve
 from nxgates.core.tape import F32, Tape, tree_sum
 from nxgates.gates.parallel_grad.faults import task_hooks
 
+#: float32 cells in a 4 KiB page: writing every PAGE_FLOATS-th cell maps every page of an array
+PAGE_FLOATS = 1024
+
 
 @dataclass
 class GradJob:
@@ -98,9 +101,9 @@ def prepare_task(handle: int, worker: int) -> None:
                   w1_t=job.w1_t)
     for g in job.outputs:
         if g is not None:
-            g[worker :: job.n_workers, ::1024] = np.nan  # the rows dealt to this worker
+            g[worker :: job.n_workers, ::PAGE_FLOATS] = np.nan  # the rows dealt to this worker
     if job.outputs[1] is None:
-        job.rerun_row(worker)[::1024] = np.nan
+        job.rerun_row(worker)[::PAGE_FLOATS] = np.nan
 
 
 class TaskContext(NamedTuple):

@@ -21,7 +21,7 @@ from nxgates.core.pool import WorkerPool
 from nxgates.core.tape import F32, Tape
 from nxgates.gatekit import RunContext
 from nxgates.gates.parallel_grad.faults import serial_hooks
-from nxgates.gates.parallel_grad.job import GradJob, TaskContext, prepare_task, run_task, store_row
+from nxgates.gates.parallel_grad.job import PAGE_FLOATS, GradJob, TaskContext, prepare_task, run_task, store_row
 
 
 @dataclass
@@ -97,6 +97,9 @@ class PoolStart:
 #: fold a chunk on a helper thread while the next chunk's serial rows are computed (tests switch it off to
 #: show both orders give the same tally)
 OVERLAP_FOLD = True
+#: serial rows handed to the helper thread at a time: a hand-over costs the serial pass a little, and the
+#: helper still pauses between any two rows for a timed parallel pass
+HAND_OVER_ROWS = 8
 
 
 def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int, chunk: int,
@@ -120,6 +123,9 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     dims = job.dims
     tally = Tally()
     serial = job.serial if job.serial is not None else np.empty((2, chunk, dims.n_params), F32)
+    # every page of the serial rows mapped now, while the workers start: the timed serial pass writes into
+    # memory that is already there, as the workers' timed pass does (prepare_task) and as the floor does
+    serial.reshape(-1)[::PAGE_FLOATS] = 0
     saved = np.empty((chunk, dims.n_params), F32) if compare is not None else None
     serial_tape = Tape(dims.arena, reduce=job.reduce)
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
@@ -135,13 +141,15 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
                 rows = serial[k % 2, :n]
                 job.x[:n], job.t[:n] = init_examples(dims, examples.start, examples.stop, job.given)
                 t0 = time.perf_counter()
+                handed = 0  # serial rows of this chunk handed to the helper so far
                 for slot, b in enumerate(examples):
                     example_grads(serial_tape, dims, job.w, job.x[slot], job.t[slot], rows[slot],
                                   hooks=serial_hooks(job, b), w1_t=job.w1_t)
-                    if OVERLAP_FOLD:
-                        hashing = folder.submit(_take_when_free, tally, rows[slot], cores_free)
-                    else:
+                    if not OVERLAP_FOLD:
                         tally.take_serial_rows(rows[slot])
+                    elif slot + 1 - handed == HAND_OVER_ROWS or slot + 1 == n:
+                        hashing = folder.submit(_take_when_free, tally, rows[handed : slot + 1], cores_free)
+                        handed = slot + 1
                     ctx.progress.advance()
                     ctx.check_time()
                 tally.serial_seconds += time.perf_counter() - t0
@@ -185,10 +193,11 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     return tally
 
 
-def _take_when_free(tally: Tally, row: np.ndarray, cores_free: threading.Event) -> None:
-    """Hash a serial row on the helper thread once the workers are not running the timed pass."""
-    cores_free.wait()
-    tally.take_serial_rows(row)
+def _take_when_free(tally: Tally, rows: np.ndarray, cores_free: threading.Event) -> None:
+    """Hash serial rows on the helper thread, each once the workers are not running the timed pass."""
+    for row in rows:
+        cores_free.wait()
+        tally.take_serial_rows(row)
 
 
 def fold_chunk(tally: Tally, first: int, rows: np.ndarray, job: GradJob, compare: GradReader | None,

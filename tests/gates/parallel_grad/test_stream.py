@@ -328,23 +328,44 @@ def test_the_stream_catches_a_drifting_example_in_a_later_chunk(monkeypatch):
     assert [b for b, _ in tally.bad_rows] == [1]
 
 
-def test_hashing_and_folding_run_in_order_on_one_named_helper_thread(monkeypatch):
-    names = []
+@pytest.mark.parametrize(("hand_over", "chunk", "handed"), [(8, 2, [2, 2, 2]), (1, 2, [1] * 6), (2, 5, [2, 2, 1, 1])])
+def test_hashing_and_folding_run_in_order_on_one_named_helper_thread(monkeypatch, hand_over, chunk, handed):
+    """Serial rows reach the helper HAND_OVER_ROWS at a time, and the rest of a chunk at its end: 6 examples
+    in chunks of 2 are 3 hand-overs of 2 rows (or 6 of 1); in chunks of 5, rows 0-1, 2-3, 4, then 5."""
+    names, sizes = [], []
     real_take, real_fold = st._take_when_free, st.fold_chunk
 
-    def take(*args):
+    def take(tally, rows, free):
         names.append(threading.current_thread().name)
-        real_take(*args)
+        sizes.append(rows.shape[0])
+        real_take(tally, rows, free)
 
     def fold(*args):
         names.append(threading.current_thread().name)
         real_fold(*args)
 
+    monkeypatch.setattr(st, "HAND_OVER_ROWS", hand_over)
     monkeypatch.setattr(st, "_take_when_free", take)
     monkeypatch.setattr(st, "fold_chunk", fold)
-    tally, save, ctx, ready = _stream(monkeypatch, 6, 2, True)
-    assert len(names) == 6 + 3 and set(names) == {"nxgates-fold_0"}
+    tally, save, ctx, ready = _stream(monkeypatch, 6, chunk, True)
+    assert sizes == handed and len(names) == len(handed) + -(-6 // chunk) and set(names) == {"nxgates-fold_0"}
     assert tally.sha.hexdigest() == hashlib.sha256(_reference(6).tobytes()).hexdigest()
+
+
+def test_the_helper_waits_for_free_cores_before_every_row_it_was_handed():
+    """Handed several rows, the helper still pauses between any two of them for a timed parallel pass."""
+    tally, free, seen = Tally(), threading.Event(), []
+
+    class Watched(threading.Event):
+        def wait(self, timeout=None):
+            seen.append(tally.nonzero)
+            return free.wait(timeout)
+
+    free.set()
+    rows = rows_of([[1.0, 0.0], [2.0, 3.0], [0.0, 0.0]])
+    st._take_when_free(tally, rows, Watched())
+    assert seen == [0, 1, 3]  # before each row, with the rows before it taken
+    assert tally.sha.hexdigest() == hashlib.sha256(rows.tobytes()).hexdigest()
 
 
 def test_a_timed_out_pass_folds_its_chunk_and_stops(monkeypatch):
