@@ -108,15 +108,16 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
 
     Every buffer is allocated once (the process pool's shared ones before its workers started) and reused.
     The serial pass keeps one core busy and leaves the workers idle, so the other core works on a helper
-    thread (numpy and hashlib release the GIL): each serial row is hashed (and its non-zero cells counted) as
-    soon as it is made, while the next example is computed, and a chunk's fold (the tasks' counts, rows no
+    thread (numpy and hashlib release the GIL): each serial row is hashed (and its non-zero cells counted)
+    while the next examples are computed (rows are handed over :data:`HAND_OVER_ROWS` at a time), and a
+    chunk's fold (the tasks' counts, rows no
     task counted, save, T4) runs during the next chunk's serial pass. The thread takes its work in order, so
     the digest is the rows' in example order. The bit comparisons themselves are done by the re-run's tasks
     (:func:`run_task`): the helper's SHA-256 alone more than fills the serial pass.
 
     The SHA-256 is a chain, on one core, and slower than the serial pass: so a chunk's hashing may run on
     into the re-run and the next chunk's serial pass (the serial rows are double-buffered for that), and it
-    pauses while the workers run the timed parallel pass (``cores_free``), so that pass is timed alone.
+    pauses while the workers run the timed parallel pass (:class:`HelperPause`), so that pass is timed alone.
     Joining the previous chunk's fold before a parallel pass (its parallel rows are about to be overwritten)
     also joins the hashing queued before it, so a serial buffer is hashed before it is written again.
     """
@@ -131,8 +132,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
     folding: Future | None = None
     hashing: Future | None = None
-    cores_free = threading.Event()  # cleared while the workers run the timed pass: the helper's hashing waits
-    cores_free.set()
+    cores_free = HelperPause()  # held while the workers run the timed pass: the helper's hashing waits
     with ThreadPoolExecutor(1, thread_name_prefix="nxgates-fold") as folder:
         try:
             for k, first in enumerate(range(0, B, chunk)):
@@ -163,9 +163,9 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
                 if job.counted is not None:
                     job.counted[:, :n] = -1  # nor its count: the fold compares what no task counted
                 back = (None, None) if job.rows_shared else job.outputs  # where returned rows land
-                cores_free.clear()
+                cores_free.hold()
                 first_pass = parallel_pass(ctx, pool, handle, 0, examples, k % 2, back[0])
-                cores_free.set()  # the re-run is not timed: the helper hashes beside it
+                cores_free.release()  # the re-run is not timed: the helper hashes beside it
                 rerun = parallel_pass(ctx, pool, handle, 1, examples, k % 2, back[1])
                 tally.records += first_pass.records
                 tally.records2 += rerun.records
@@ -185,7 +185,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
                 if pending is not None:
                     pending.result()
         finally:
-            cores_free.set()  # a paused helper must finish (or see its work cancelled) before the pool closes
+            cores_free.release()  # a paused helper must finish (or see its work cancelled) before the pool closes
             for pending in (folding, hashing):
                 if pending is not None:
                     pending.cancel()
@@ -193,11 +193,40 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     return tally
 
 
-def _take_when_free(tally: Tally, rows: np.ndarray, cores_free: threading.Event) -> None:
+class HelperPause:
+    """Keeps the helper thread's hashing off the cores while the workers run the timed parallel pass.
+
+    :meth:`hold` returns once the row the helper may be hashing is done: a worker woken while the helper still
+    ran on the other core was put beside its sibling on one core, and the idle core waited for the load
+    balancer (measured: up to 10 ms of a 9 ms pass). The helper takes each row only while not held."""
+
+    def __init__(self) -> None:
+        self._free = threading.Event()
+        self._free.set()
+        self._row = threading.Lock()  #: held by the helper while it hashes a row
+
+    def hold(self) -> None:
+        self._free.clear()
+        with self._row:  # the row under way, if any, is done; the next waits for release()
+            pass
+
+    def release(self) -> None:
+        self._free.set()
+
+    def take(self, tally: Tally, row: np.ndarray) -> None:
+        """On the helper thread: hash ``row`` once not held."""
+        while True:
+            self._free.wait()
+            with self._row:
+                if self._free.is_set():  # not held between the wait and the lock
+                    tally.take_serial_rows(row)
+                    return
+
+
+def _take_when_free(tally: Tally, rows: np.ndarray, pause: HelperPause) -> None:
     """Hash serial rows on the helper thread, each once the workers are not running the timed pass."""
     for row in rows:
-        cores_free.wait()
-        tally.take_serial_rows(row)
+        pause.take(tally, row)
 
 
 def fold_chunk(tally: Tally, first: int, rows: np.ndarray, job: GradJob, compare: GradReader | None,

@@ -74,10 +74,42 @@ def test_serial_rows_go_into_the_digest_and_the_nonzero_count_by_their_bits():
 
 
 def test_the_helper_hashes_once_the_cores_are_free():
-    tally, free = Tally(), threading.Event()
-    free.set()
-    st._take_when_free(tally, rows_of([1.0, 0.0]), free)
+    tally = Tally()
+    st._take_when_free(tally, rows_of([1.0, 0.0]), st.HelperPause())
     assert tally.nonzero == 1 and tally.sha.hexdigest() == hashlib.sha256(rows_of([1.0, 0.0]).tobytes()).hexdigest()
+
+
+def test_holding_the_helper_waits_for_its_row_and_stops_the_next_until_released():
+    """hold() returns only once the row being hashed is done, and no row is started while held: the timed
+    parallel pass then finds the helper off the cores."""
+    tally, pause = Tally(), st.HelperPause()
+    started, finish = threading.Event(), threading.Event()
+    real_take = Tally.take_serial_rows
+
+    def slow_take(self, row):
+        started.set()
+        finish.wait(5)
+        real_take(self, row)
+
+    rows = rows_of([[1.0, 0.0], [2.0, 3.0]])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Tally, "take_serial_rows", slow_take)
+        helper = threading.Thread(target=st._take_when_free, args=(tally, rows, pause))
+        helper.start()
+        assert started.wait(5)  # the helper is inside the first row
+        held = threading.Thread(target=pause.hold)
+        held.start()
+        held.join(0.2)
+        assert held.is_alive()  # hold() waits for that row
+        finish.set()
+        held.join(5)
+        assert not held.is_alive() and tally.nonzero == 1  # the first row is done, the second not started
+        helper.join(0.2)
+        assert helper.is_alive() and tally.nonzero == 1  # held: the helper waits
+        pause.release()
+        helper.join(5)
+    assert not helper.is_alive() and tally.nonzero == 3
+    assert tally.sha.hexdigest() == hashlib.sha256(rows.tobytes()).hexdigest()
 
 
 # ---- one chunk into the tally ----
@@ -354,17 +386,16 @@ def test_hashing_and_folding_run_in_order_on_one_named_helper_thread(monkeypatch
 
 def test_the_helper_waits_for_free_cores_before_every_row_it_was_handed():
     """Handed several rows, the helper still pauses between any two of them for a timed parallel pass."""
-    tally, free, seen = Tally(), threading.Event(), []
+    tally, seen = Tally(), []
 
-    class Watched(threading.Event):
-        def wait(self, timeout=None):
+    class Watched(st.HelperPause):
+        def take(self, tally, row):
             seen.append(tally.nonzero)
-            return free.wait(timeout)
+            super().take(tally, row)
 
-    free.set()
     rows = rows_of([[1.0, 0.0], [2.0, 3.0], [0.0, 0.0]])
     st._take_when_free(tally, rows, Watched())
-    assert seen == [0, 1, 3]  # before each row, with the rows before it taken
+    assert seen == [0, 1, 3]  # asked before each row, with the rows before it taken
     assert tally.sha.hexdigest() == hashlib.sha256(rows.tobytes()).hexdigest()
 
 
