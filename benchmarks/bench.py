@@ -7,10 +7,12 @@ Prints a table, writes bench-results/bench.json, and exits 1 if a target is miss
   ``nxgates run lora --preset large`` in about a second.
 * parallel-grad, large preset: the parallel pass at least 1.7x faster than the serial pass (2 cores);
   peak memory within 2 GiB.
-* the tape (benchmarks/bench_tape.py): parallel-grad's serial pass at large within 3x the row-writing floor,
-  its parallel pass on 2 workers faster than JAX's jit(vmap(grad)) and torch.func.vmap(grad) when
-  .venv-peer exists (`make peer-venv`; neither is ever a dependency); dp-train's seconds a step and
-  ta-gradcheck's whole process at large, next to the unrecorded tape's figures.
+* the tape (benchmarks/bench_tape.py): parallel-grad's serial pass at large within 3x the row-writing floor
+  (numpy at the ufunc buffer the tape's replay uses; the same floor at numpy's default buffer and the pass's
+  arithmetic written as a plain numpy loop are shown beside it), its parallel pass on 2 workers faster than
+  JAX's jit(vmap(grad)) and torch.func.vmap(grad) when .venv-peer exists (`make peer-venv`; neither is
+  ever a dependency); dp-train's seconds a step and ta-gradcheck's whole process at large, next to the
+  unrecorded tape's figures.
 * start-up: whole-process ``nxgates run lora`` at most 1.2x ``python -c "import numpy, click, rich"``.
 * scale: parallel-grad's gate time at most 1.3x its timed passes (serial + 2 x parallel), its
   whole process at large within 0.8 s, its peak memory flat in B (B=4096 vs 256 within 1.3x) and xl within
