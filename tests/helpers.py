@@ -141,3 +141,12 @@ class Units:
 
     def stop(self):
         pass
+
+
+def process_gone(pid: int) -> bool:
+    """The process ``pid`` has exited: no longer in /proc, or a zombie waiting to be reaped (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

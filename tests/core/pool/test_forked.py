@@ -17,6 +17,7 @@ from nxgates.core import pool
 from nxgates.core.pool import ProcessWorkerPool
 from nxgates.core.pool import forked as pool_module
 from nxgates.core.pool.forked import CANCELLED
+from tests.helpers import process_gone
 
 
 def _double(task_ctx, worker):
@@ -457,14 +458,6 @@ del pool  # never closed, even unreachable: the interpreter's exit must not wait
 """
 
 
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
 def test_a_pool_nobody_closed_does_not_hang_the_interpreters_exit():
     """multiprocessing joins every child at exit, and an idle worker waits for its next batch for ever: the
@@ -472,4 +465,4 @@ def test_a_pool_nobody_closed_does_not_hang_the_interpreters_exit():
     r = subprocess.run([sys.executable, "-c", UNCLOSED], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     pids = [int(pid) for pid in r.stdout.split()]
-    assert len(pids) == 2 and all(_gone(pid) for pid in pids)
+    assert len(pids) == 2 and all(process_gone(pid) for pid in pids)

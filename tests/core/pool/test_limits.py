@@ -15,7 +15,7 @@ from nxgates.core import memory
 from nxgates.core.pool import ProcessWorkerPool, WorkerPool, check_workers, resolve
 from nxgates.core.pool import forked as pool
 from nxgates.errors import ConfigError
-from tests.helpers import assert_usage_error, run_in_process, shell
+from tests.helpers import assert_usage_error, process_gone, run_in_process, shell
 
 
 def test_process_workers_are_capped_by_cpus_and_memory(monkeypatch):
@@ -65,14 +65,6 @@ def stuck(ctx, worker):
     time.sleep(60)
 
 
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
 def test_closing_a_busy_process_pool_ends_its_workers():
     p = ProcessWorkerPool(2)
@@ -89,10 +81,10 @@ def test_closing_a_busy_process_pool_ends_its_workers():
     assert pids.all()
     p.close()
     for _ in range(100):
-        if all(_gone(int(pid)) for pid in pids):
+        if all(process_gone(int(pid)) for pid in pids):
             break
         time.sleep(0.05)
-    assert all(_gone(int(pid)) for pid in pids)
+    assert all(process_gone(int(pid)) for pid in pids)
 
 
 @pytest.mark.parametrize(("refused", "why"), [(errno.EMFILE, "Too many open files"),
