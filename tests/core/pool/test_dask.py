@@ -118,6 +118,26 @@ def test_unreachable_scheduler_is_a_usage_error_naming_it_within_the_bound(monke
     assert dask_pool.CONNECT_SECONDS <= 15
 
 
+def test_a_failed_connect_leaves_no_client_for_the_garbage_collector(monkeypatch):
+    """The half-made client of a refused address is collected (and closed) before the error is raised. Left
+    in its cycle, a later collection inside another client's start closes it there, and that close waits on
+    the loop lock the start holds: the process hangs."""
+    import gc
+
+    from distributed import Client
+
+    monkeypatch.setattr(dask_pool, "CONNECT_SECONDS", 1.0)
+    gc.collect()
+    gc.disable()  # no collection but the pool's own
+    try:
+        with pytest.raises(ConfigError, match="cannot reach the dask scheduler at no-port-here"):
+            make_pool("dask", 2, scheduler="no-port-here")
+        left = [c for c in gc.get_objects() if isinstance(c, Client) and c.status != "closed"]
+    finally:
+        gc.enable()
+    assert left == []
+
+
 def test_env_variable_names_the_scheduler(cluster, monkeypatch):
     monkeypatch.setenv(dask_pool.SCHEDULER_ENV, cluster)
     with make_pool("dask", 2) as pool:
