@@ -126,7 +126,8 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     serial = job.serial if job.serial is not None else np.empty((2, chunk, dims.n_params), F32)
     # every page of the serial rows mapped now, while the workers start: the timed serial pass writes into
     # memory that is already there, as the workers' timed pass does (prepare_task) and as the floor does
-    serial.reshape(-1)[::PAGE_FLOATS] = 0
+    used = serial[: min(2, -(-B // chunk))]  # (a batch of one chunk never uses the second buffer)
+    used.reshape(-1)[::PAGE_FLOATS] = 0
     saved = np.empty((chunk, dims.n_params), F32) if compare is not None else None
     serial_tape = Tape(dims.arena, reduce=job.reduce)
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)

@@ -354,6 +354,26 @@ def test_the_stream_folds_every_chunk_in_example_order(monkeypatch, overlap):
     assert len(ready) == 3
 
 
+@pytest.mark.parametrize(("B", "chunk", "halves"), [(2, 2, 1), (4, 2, 2), (5, 2, 2)])
+def test_the_serial_pass_maps_only_the_serial_buffers_it_will_use(monkeypatch, B, chunk, halves):
+    """The serial rows' pages are written before the timed pass, but a batch of one chunk never touches the
+    second half of the double buffer (at large on Dask that half alone is 205 MB)."""
+    touched = []
+    real = st.stream
+
+    def stream(ctx, pool, handle, job, B_, chunk_, *rest):
+        job.serial[...] = np.nan
+        tally = real(ctx, pool, handle, job, B_, chunk_, *rest)
+        touched.extend(bool(np.isfinite(job.serial[h]).any()) for h in range(2))
+        return tally
+
+    monkeypatch.setattr(st, "stream", stream)
+    monkeypatch.setattr(st, "PAGE_FLOATS", 1)  # every cell a page: these rows are smaller than one
+    tally, _, _, _ = _stream(monkeypatch, B, chunk, True)
+    assert touched == [True] * halves + [False] * (2 - halves)
+    assert tally.sha.hexdigest() == hashlib.sha256(_reference(B).tobytes()).hexdigest()
+
+
 def test_the_stream_catches_a_drifting_example_in_a_later_chunk(monkeypatch):
     tally, save, ctx, ready = _stream(monkeypatch, 4, 2, True, fault="nondeterministic")
     assert tally.mismatches > 0 and tally.rerun_mismatches > 0
