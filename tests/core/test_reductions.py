@@ -79,3 +79,11 @@ def test_a_reduction_without_a_plan_is_called_as_itself_when_the_calls_run():
     assert seen == []  # planning asks nothing
     run(calls)
     assert seen == [((2, 3), 1)] and out.tolist() == [3.0, 12.0]
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((4, 3), 0), ((3, 4), 1), ((5,), 0)])
+def test_a_planned_sequential_sum_of_negative_zeros_is_a_positive_zero(shape, axis):
+    """As the loop (acc = +0.0f; acc += p[i]): by reduce from +0.0 or accumulate then + 0.0, never -0.0."""
+    out = np.full(np.delete(np.array(shape), axis).tolist(), np.nan, F32)
+    run(sum_calls(sequential_sum, np.full(shape, -0.0, F32), axis, out))
+    assert not np.signbit(out).any() and not out.any()

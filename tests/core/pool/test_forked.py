@@ -129,6 +129,21 @@ def test_a_wait_is_bounded_by_its_timeout_and_sleeps_in_short_slices(monkeypatch
         p.close()
 
 
+def test_a_wait_sleeps_in_the_kernel_rather_than_spinning():
+    """Waiting on a stuck task costs the waiting thread almost no CPU: a poll that returned at once would take
+    a core from the workers while they run."""
+    p = ProcessWorkerPool(1)
+    try:
+        p.submit(_sleep, 60.0)
+        p.flush()
+        cpu = time.thread_time()
+        waited = p.wait(1, 1.2)
+        used = time.thread_time() - cpu  # about 0.5 ms here; polling every millisecond spends 25 ms
+        assert waited.timed_out and used < 0.01, used
+    finally:
+        p.close()
+
+
 def test_a_wait_with_no_time_left_still_takes_the_answers_that_are_there():
     with ProcessWorkerPool(1) as p:
         started_workers(p)

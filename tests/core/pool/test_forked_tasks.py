@@ -247,6 +247,37 @@ def test_a_batch_and_an_answer_larger_than_a_pipe_cross_it_in_pieces(monkeypatch
     assert answers == [[[(None, big)]]]
 
 
+def test_frames_queued_behind_a_batch_read_in_pieces_are_read_whole(monkeypatch):
+    """A large batch, a small one and the stop frame written back to back: reading the first in pieces takes no
+    byte of the frames behind it, so both batches are answered and the worker stops."""
+    monkeypatch.setattr(forked, "_quiet_worker", lambda parent: None)
+    monkeypatch.setattr(forked, "_run_as_batch", lambda: None)
+    big = b"y" * (3 << 16)
+    task_read, task_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+    answers = []
+
+    def parent_writes():
+        os.write(task_write, batch((echo, big)) + batch((add, 5)) + frame(b""))  # write() takes it in pieces
+
+    threads = [threading.Thread(target=parent_writes),
+               threading.Thread(target=lambda: answers.append(read_answers(answer_read)))]
+    for t in threads:
+        t.start()
+    worker = threading.Thread(target=_serve, args=(1, 0, task_read, answer_write, ()), daemon=True)
+    worker.start()
+    worker.join(10)
+    stopped = not worker.is_alive()  # at the stop frame, not at end of file
+    os.close(task_write)  # (a worker that lost its place in the frames ends here instead of waiting for ever)
+    worker.join(10)
+    os.close(answer_write)
+    for t in threads:
+        t.join(10)
+    os.close(task_read)
+    os.close(answer_read)
+    assert stopped and answers == [[[(None, big)], [(None, 5)]]]
+
+
 def echo(ctx, worker):
     return ctx
 
