@@ -129,6 +129,19 @@ def test_a_wait_is_bounded_by_its_timeout_and_sleeps_in_short_slices(monkeypatch
         p.close()
 
 
+def test_a_wait_returns_once_its_target_is_reached_with_other_tasks_still_running():
+    p = ProcessWorkerPool(2)
+    try:
+        p.submit(_sleep, 60.0, worker=1)
+        p.submit(_double, 4, worker=0)
+        t0 = time.monotonic()
+        waited = p.wait(1, 20)
+        assert (waited.reached, waited.timed_out, waited.finished) == (True, False, 1)
+        assert time.monotonic() - t0 < 10
+    finally:
+        p.close()
+
+
 def test_a_wait_sleeps_in_the_kernel_rather_than_spinning():
     """Waiting on a stuck task costs the waiting thread almost no CPU: a poll that returned at once would take
     a core from the workers while they run."""
