@@ -39,16 +39,22 @@ def store_or_add(contribution: np.ndarray, dst: np.ndarray, first: bool) -> list
     return [(np.copyto, (dst, contribution))] if first else [(np.add, (dst, contribution, dst))]
 
 
+def copy_into(dst: np.ndarray, src: np.ndarray) -> list[Call]:
+    return [(np.copyto, (dst, src))]
+
+
 def fill_zero(dst: np.ndarray) -> list[Call]:
-    return [(np.copyto, (dst, ZERO))]
+    return copy_into(dst, ZERO)
 
 
 def fill_one(dst: np.ndarray) -> list[Call]:
-    return [(np.copyto, (dst, ONE))]
+    return copy_into(dst, ONE)
 
 
-def copy_into(dst: np.ndarray, src: np.ndarray) -> list[Call]:
-    return [(np.copyto, (dst, src))]
+def _where_else_zero(mask: np.ndarray, src: np.ndarray, out: np.ndarray) -> list[Call]:
+    """``out = src where mask, else +0.0``: zeros, then ``src`` copied where the mask holds (bit for bit, NaN
+    and -0.0 included, which ``np.maximum`` or a product by the mask would change)."""
+    return [(np.copyto, (out, ZERO)), (np.putmask, (out, mask, src))]
 
 
 def matvec_forward(reduce: Reduce, W: np.ndarray, WT: np.ndarray | None, x: np.ndarray, prod_t: np.ndarray,
@@ -101,15 +107,15 @@ def product_grad(g: np.ndarray, other: np.ndarray, dst: np.ndarray, first: bool)
 
 
 def relu_forward(a: np.ndarray, positive: np.ndarray, out: np.ndarray) -> list[Call]:
-    """``out = a where a > 0, else +0.0`` (NaN and -0.0 give +0.0): zeros, then ``a`` copied where positive.
-    ``positive`` (bool, like ``a``) keeps where, for the backward."""
-    return [(np.greater, (a, ZERO, positive)), (np.copyto, (out, ZERO)), (np.putmask, (out, positive, a))]
+    """``out = a where a > 0, else +0.0`` (NaN and -0.0 give +0.0). ``positive`` (bool, like ``a``) keeps
+    where, for the backward."""
+    return [(np.greater, (a, ZERO, positive)), *_where_else_zero(positive, a, out)]
 
 
 def relu_input_grad(positive: np.ndarray, g: np.ndarray, dst: np.ndarray, first: bool) -> list[Call]:
     """relu's derivative (1 where its input was positive, else 0) times ``g``, as a gradient contribution:
     ``g`` where positive, +0.0 elsewhere."""
-    return _into(dst, first, lambda out: [(np.copyto, (out, ZERO)), (np.putmask, (out, positive, g))])
+    return _into(dst, first, lambda out: _where_else_zero(positive, g, out))
 
 
 def sum_forward(reduce: Reduce, a: np.ndarray, buf: np.ndarray, out: np.ndarray) -> list[Call]:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from nxgates.core.cpus import auto_workers
-from nxgates.core.pool.local import WorkerPool
+from nxgates.core.pool.local import CANCELLED_WHY, WorkerPool
 from nxgates.core.pool.shared import TaskRecord, WaitResult
 from nxgates.errors import ConfigError, refused_a_resource
 
@@ -65,7 +65,7 @@ CLOSE_SECONDS = 5.0
 #: the longest :meth:`ProcessWorkerPool.wait` sleeps at a time, so Ctrl-C stays prompt
 WAIT_SLICE_SECONDS = 0.25
 #: what a task handed to a worker and not answered when the pool closes fails with (the thread pool's words)
-CANCELLED = "CancelledError: cancelled when the pool closed"
+CANCELLED = f"CancelledError: {CANCELLED_WHY}"
 
 #: a frame's header: the length of the pickle that follows; a length of 0 asks the worker to stop
 _LENGTH = struct.Struct("<Q")

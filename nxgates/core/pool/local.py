@@ -193,8 +193,12 @@ class WorkerPool:
         self.close()
 
 
+#: why a task handed over and not run when its pool closed fails
+CANCELLED_WHY = "cancelled when the pool closed"
+
+
 def future_error(future: Future) -> BaseException | None:
     """A finished task's exception, or None; a task cancelled at shutdown (Ctrl-C) is an error, quietly."""
     if future.cancelled():
-        return CancelledError("cancelled when the pool closed")
+        return CancelledError(CANCELLED_WHY)
     return future.exception()

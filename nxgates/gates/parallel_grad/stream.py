@@ -106,14 +106,13 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
             compare: GradReader | None, save: GradWriter | None, pool_ready: Callable[[], None]) -> Tally:
     """The batch, chunk by chunk: serial rows, the parallel pass, its re-run, then fold into the tally.
 
-    Every buffer is allocated once (the process pool's shared ones before its workers started) and reused.
-    The serial pass keeps one core busy and leaves the workers idle, so the other core works on a helper
-    thread (numpy and hashlib release the GIL): each serial row is hashed (and its non-zero cells counted)
-    while the next examples are computed (rows are handed over :data:`HAND_OVER_ROWS` at a time), and a
-    chunk's fold (the tasks' counts, rows no
-    task counted, save, T4) runs during the next chunk's serial pass. The thread takes its work in order, so
-    the digest is the rows' in example order. The bit comparisons themselves are done by the re-run's tasks
-    (:func:`run_task`): the helper's SHA-256 alone more than fills the serial pass.
+    Every buffer is allocated once (the process pool's shared ones before its workers started) and reused. The
+    serial pass keeps one core busy and leaves the workers idle, so the other core works on a helper thread
+    (numpy and hashlib release the GIL): each serial row is hashed (and its non-zero cells counted) while the
+    next examples are computed (rows are handed over :data:`HAND_OVER_ROWS` at a time), and a chunk's fold
+    (the tasks' counts, rows no task counted, save, T4) runs during the next chunk's serial pass. The thread
+    takes its work in order, so the digest is the rows' in example order. The bit comparisons themselves are
+    done by the re-run's tasks (:func:`run_task`): the helper's SHA-256 alone more than fills the serial pass.
 
     The SHA-256 is a chain, on one core, and slower than the serial pass: so a chunk's hashing may run on
     into the re-run and the next chunk's serial pass (the serial rows are double-buffered for that), and it
@@ -133,7 +132,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
     ctx.progress.start("examples: serial, parallel, re-run", 3 * B)
     folding: Future | None = None
     hashing: Future | None = None
-    cores_free = HelperPause()  # held while the workers run the timed pass: the helper's hashing waits
+    helper_pause = HelperPause()  # held while the workers run the timed pass: the helper's hashing waits
     with ThreadPoolExecutor(1, thread_name_prefix="nxgates-fold") as folder:
         try:
             for k, first in enumerate(range(0, B, chunk)):
@@ -149,7 +148,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
                     if not OVERLAP_FOLD:
                         tally.take_serial_rows(rows[slot])
                     elif slot + 1 - handed == HAND_OVER_ROWS or slot + 1 == n:
-                        hashing = folder.submit(_take_when_free, tally, rows[handed : slot + 1], cores_free)
+                        hashing = folder.submit(_take_when_free, tally, rows[handed : slot + 1], helper_pause)
                         handed = slot + 1
                     ctx.progress.advance()
                     ctx.check_time()
@@ -164,9 +163,9 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
                 if job.counted is not None:
                     job.counted[:, :n] = -1  # nor its count: the fold compares what no task counted
                 back = (None, None) if job.rows_shared else job.outputs  # where returned rows land
-                cores_free.hold()
+                helper_pause.hold()
                 first_pass = parallel_pass(ctx, pool, handle, 0, examples, k % 2, back[0])
-                cores_free.release()  # the re-run is not timed: the helper hashes beside it
+                helper_pause.release()  # the re-run is not timed: the helper hashes beside it
                 rerun = parallel_pass(ctx, pool, handle, 1, examples, k % 2, back[1])
                 tally.records += first_pass.records
                 tally.records2 += rerun.records
@@ -186,7 +185,7 @@ def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int,
                 if pending is not None:
                     pending.result()
         finally:
-            cores_free.release()  # a paused helper must finish (or see its work cancelled) before the pool closes
+            helper_pause.release()  # a paused helper must finish (or see its work cancelled) before the pool closes
             for pending in (folding, hashing):
                 if pending is not None:
                     pending.cancel()
