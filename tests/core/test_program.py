@@ -125,6 +125,8 @@ def test_the_ufunc_buffer_is_the_shortest_long_row_of_the_long_operations():
     assert ufunc_buffer([(np.add, (np.empty(100_000, F32), 1))]) == DEFAULT_BUFFER  # 1-d: nothing broadcast by rows
     assert ufunc_buffer([(np.add, (np.empty((64, 128), F32), 1))]) == 128
     assert ufunc_buffer([]) == DEFAULT_BUFFER
+    # a row is the last axis: of a (4, 20, 512) array, rows of 512 (its middle axis of 20 would be short)
+    assert ufunc_buffer([(np.add, (np.empty((4, 20, 512), F32), 1))]) == 512
 
 
 def test_a_replay_runs_with_the_programs_buffer_and_gives_numpys_back():
