@@ -543,3 +543,16 @@ def test_a_recording_keeps_every_zero_fill_of_an_unreached_gradient():
     tape.grads[...] = 9
     program.run(f32(3, 4), g)
     assert g.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("reduce, order", [(tree_sum, tree_of), (sequential_sum, loop_sum)])
+def test_a_second_gradient_contribution_is_summed_in_float32_like_the_first(reduce, order):
+    # x feeds two matvecs, so its gradient's second contribution is made in a buffer of its own and then
+    # added: each column sum in the tape's order in float32, then the two added in float32
+    W1, W2, x = spread((33, 40), seed=11), spread((33, 40), seed=12), spread(40, seed=13)
+    tape = Tape(1 << 12, reduce=reduce)
+    nx = tape.leaf(x)
+    n1, n2 = tape.leaf(W1, requires_grad=False), tape.leaf(W2, requires_grad=False)
+    tape.backward(tape.sum(tape.add(tape.matvec(n1, nx), tape.matvec(n2, nx))))
+    expected = [F32(order(W1[:, j]) + order(W2[:, j])) for j in range(40)]
+    assert tape.grad(nx).tobytes() == np.array(expected, F32).tobytes()
