@@ -296,6 +296,8 @@ def test_the_tasks_of_a_worker_that_died_fail_naming_it_and_its_exit_code(capfd,
         assert [r.error for r in p.records[3:]] == [reason, None]
         dead = p._executors[0]
         assert dead.process.exitcode == (-ctx if task is die else ctx) and dead.parent_fds() == ()
+        # reaped: nothing left for the exit handler to stop
+        assert dead not in pool_module._RUNNING and p._executors[1] in pool_module._RUNNING
     assert "Traceback" not in capfd.readouterr().err
 
 
