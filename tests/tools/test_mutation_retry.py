@@ -105,6 +105,16 @@ def test_main_retries_survivors_then_skips_the_named_ones(retry, tmp_path, capsy
     assert "2 surviving mutant(s)" in out and "1 mutant(s) named" in out
 
 
+def test_main_drops_the_map_of_which_test_calls_which_function(retry, tmp_path, capsys):
+    project(tmp_path, {"pkg.m.x_f__mutmut_1": 1})
+    stats = tmp_path / "mutants" / retry.STATS
+    stats.write_text('{"tests_by_mangled_function_name": {}}')
+    kept = tmp_path / "mutants" / "pkg" / "m.py.meta"
+    assert retry.main(tmp_path) == 0
+    assert not stats.exists() and kept.exists()
+    assert "collected again" in capsys.readouterr().out
+
+
 def test_a_skipped_mutant_is_cleared_but_not_counted_as_a_survivor(retry, tmp_path):
     m = meta(tmp_path / "mutants" / "pkg" / "m.py.meta", {"k_skipped": retry.SKIPPED, "k_survived": 0})
     assert retry.clear_survivors(tmp_path / "mutants") == 1

@@ -6,6 +6,11 @@ if ``mutants/`` were removed. ``make mutation`` therefore keeps ``mutants/``, cl
 and lets mutmut try them (and every mutant never checked) with the tests as they are now. Killed mutants stay
 killed: a test that failed on a mutant still fails on it unless the test itself was weakened.
 
+mutmut's map of which test calls which function (``mutants/mutmut-stats.json``) is dropped too, so the run
+collects it again (a minute or two). mutmut adds only tests it has not seen to that map: an old test that
+now calls a new or renamed function would not be run on that function's mutants, and they would read as
+survivors.
+
 A mutant that ``tools/mutation/equivalents.toml`` names is marked skipped instead: its entry says why no test can
 fail on it, and running it would only spend the whole time of every test that calls its function (a minute or
 more for the tape's). The score counts it as named whatever its result; an entry that stops matching its mutant
@@ -21,6 +26,8 @@ from pathlib import Path
 from score import DETECTED, EQUIVALENTS, MutantSources, load_equivalents
 
 SKIPPED = 34  # mutmut's exit code for a mutant it need not run
+#: mutmut's map of which test calls which function, collected again when it is missing
+STATS = "mutmut-stats.json"
 
 
 def clear_survivors(mutants: Path) -> int:
@@ -77,6 +84,8 @@ def main(root: Path = Path(".")) -> int:
         print("mutation: no earlier run in mutants/; every mutant will be tried")
         return 0
     print(f"mutation: {clear_survivors(mutants)} surviving mutant(s) of the earlier run will be tried again")
+    (mutants / STATS).unlink(missing_ok=True)
+    print("mutation: which test calls which function is collected again")
     print(f"mutation: {skip_named_equivalents(root)} mutant(s) named in {EQUIVALENTS} are skipped")
     return 0
 
