@@ -556,3 +556,14 @@ def test_a_second_gradient_contribution_is_summed_in_float32_like_the_first(redu
     tape.backward(tape.sum(tape.add(tape.matvec(n1, nx), tape.matvec(n2, nx))))
     expected = [F32(order(W1[:, j]) + order(W2[:, j])) for j in range(40)]
     assert tape.grad(nx).tobytes() == np.array(expected, F32).tobytes()
+
+
+def test_mse_adds_its_gradient_to_one_that_reached_y_first():
+    # sum(y) is recorded after mse, so its gradient reaches y first and mse's must be added to it
+    y, t = np.array([0.5, -1.25, 3.0], F32), np.array([0.25, 0.75, -2.0], F32)
+    tape = Tape(64)
+    ny, nt = tape.leaf(y), tape.leaf(t, requires_grad=False)
+    tape.backward(tape.add(tape.mse(ny, nt), tape.sum(ny)))
+    two_over_n = F32(F32(2) / F32(3))
+    expected = [F32(F32(1) + F32(F32(F32(a - b) * two_over_n) * F32(1))) for a, b in zip(y, t, strict=True)]
+    assert tape.grad(ny).tobytes() == np.array(expected, F32).tobytes()
