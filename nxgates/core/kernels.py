@@ -54,7 +54,7 @@ def fill_one(dst: np.ndarray) -> list[Call]:
 def _where_else_zero(mask: np.ndarray, src: np.ndarray, out: np.ndarray) -> list[Call]:
     """``out = src where mask, else +0.0``: zeros, then ``src`` copied where the mask holds (bit for bit, NaN
     and -0.0 included, which ``np.maximum`` or a product by the mask would change)."""
-    return [(np.copyto, (out, ZERO)), (np.putmask, (out, mask, src))]
+    return [*fill_zero(out), (np.putmask, (out, mask, src))]
 
 
 def matvec_forward(reduce: Reduce, W: np.ndarray, WT: np.ndarray | None, x: np.ndarray, prod_t: np.ndarray,
