@@ -118,6 +118,18 @@ def test_a_worker_lost_mid_pass_is_rerun_elsewhere_with_the_same_bits(tmp_path, 
         assert not t2.passed and "all tasks ran on 1 worker of 2" in t2.detail and "1 worker(s) lost" in t2.detail
 
 
+def _written_address(sched_file, seconds: float) -> str:
+    """The address in the scheduler's file once it is whole: the file appears before its JSON is written."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return json.loads(sched_file.read_text())["address"]
+        except (FileNotFoundError, json.JSONDecodeError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 @pytest.mark.console_script
 def test_console_script_on_a_real_dask_scheduler_and_two_workers(tmp_path):
     """The user's path: `dask scheduler`, two `dask worker ADDRESS`, `nxgates run --scheduler ADDRESS`."""
@@ -128,10 +140,7 @@ def test_console_script_on_a_real_dask_scheduler_and_two_workers(tmp_path):
         procs.append(subprocess.Popen(
             [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--scheduler-file", str(sched_file)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path))
-        deadline = time.monotonic() + 30
-        while not sched_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
+        address = _written_address(sched_file, 30)
         for _ in range(2):
             procs.append(subprocess.Popen(
                 [str(BIN / "dask"), "worker", address, "--nthreads", "1", "--nworkers", "1", "--host", "127.0.0.1",
