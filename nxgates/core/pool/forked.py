@@ -11,6 +11,16 @@ The parent writes a batch only as far as the pipe takes it without blocking, and
 waits, in the thread that waits: a worker writing a large answer and the parent writing a large batch never
 wait on each other. A worker that dies is seen through its process's sentinel, and the tasks it did not
 answer fail with one line naming it and its exit code.
+
+Movable tasks (``submit(..., movable=True)``) balance the workers without waking the parent: a flush that
+sends batches to two or more workers hands its movable tasks to all of them, and writes one claim per task
+(its index, 4 bytes) into the pool's claim pipe, which every worker inherits. Each of those workers ends
+its batch by claiming and running shared tasks until the pipe is empty (:func:`_claim_shared`), so the
+worker that is done first runs more of them. A shared task is delivered by the worker that claimed it, and
+its record names that worker. A pipe, not a lock: a worker that dies holding a claim holds nobody up. Once
+every one of those workers has answered or is lost, a shared task nobody delivered was claimed by a worker
+that ended, and fails with why. One flush's shared tasks are in flight at a time; movable tasks flushed
+meanwhile run where they were dealt.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from functools import partial
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -73,8 +84,26 @@ _STOP_FRAME = _LENGTH.pack(0)
 #: how much the parent reads from an answer pipe at a time (a pipe holds 64 KiB unless enlarged)
 _READ_BYTES = 1 << 16
 
-#: a queued task: the function, its context, its record and where its value goes in this process
-QueuedTask = tuple[Callable[[Any, int], Any], Any, TaskRecord, Callable[[Any], None] | None]
+#: a queued task: the function, its context, its record and where its value goes in this process. A worker's
+#: claims of a flush's shared tasks are queued last in its batch, with no record (:class:`SharedTasks`)
+QueuedTask = tuple[Callable[[Any, int], Any], Any, TaskRecord | None, Callable[..., None] | None]
+#: a claim of a shared task: its index in the flush's shared tasks
+_CLAIM = struct.Struct("<I")
+#: the most movable tasks one flush shares: their claims must fit the claim pipe at once (16 KiB of its 64)
+MAX_SHARED = 4096
+
+
+class SharedTasks:
+    """One flush's movable tasks, shared by the workers it sent batches to (``waiting`` until each answers).
+
+    ``why``: the first reason one of them did not answer (lost, its batch failed, the pool closed), for the
+    shared tasks nobody delivered once none is left waiting.
+    """
+
+    def __init__(self, items: list[QueuedTask], participants: set[int]):
+        self.items = items
+        self.waiting = set(participants)
+        self.why: str | None = None
 #: a worker's answer to a batch: (error text or None, value) per task, or one error text for the whole batch
 Answer = list[tuple[str | None, Any]] | str
 
@@ -103,18 +132,20 @@ class ForkedWorker:
     def parent_fds(self) -> tuple[int, ...]:
         return tuple(fd for fd in (self.task_fd, self.answer_fd) if fd >= 0)
 
-    def start(self, mp: Any, siblings: list[ForkedWorker]) -> None:
-        """Make the pipes and fork the worker. An OSError (no file descriptor, no process) propagates, with
-        nothing left open: the runner reports it as this machine's limit."""
+    def start(self, mp: Any, siblings: list[ForkedWorker], claims_write: tuple[int, ...] = ()) -> None:
+        """Make the pipes and fork the worker (``claims_write``: the pool's claim pipe's write end, closed in
+        the worker). An OSError (no file descriptor, no process) propagates, with nothing left open: the
+        runner reports it as this machine's limit."""
         made: list[int] = []
         try:
             task_read, task_write = os.pipe()
             made += [task_read, task_write]
             answer_read, answer_write = os.pipe()
             made += [answer_read, answer_write]
-            # the parent's ends, this worker's and its siblings': a worker holding a write end would keep the
-            # pipe from reaching end of file when the parent goes
-            inherited = (task_write, answer_read, *(fd for w in siblings if w is not self for fd in w.parent_fds()))
+            # the parent's ends, this worker's and its siblings' (and the claim pipe's write end): a worker
+            # holding a write end would keep the pipe from reaching end of file when the parent goes
+            inherited = (task_write, answer_read, *(fd for w in siblings if w is not self for fd in w.parent_fds()),
+                         *claims_write)
             forked_by = os.getpid()  # read now: the process that imported this module may have forked since
             process = mp.Process(target=_serve, args=(forked_by, self.index, task_read, answer_write, inherited),
                                  name=f"nxgates-worker{self.index}")
@@ -209,6 +240,7 @@ class ProcessWorkerPool(WorkerPool):
     """
 
     kind = "process"
+    moves_tasks = True
     _executors: list[ForkedWorker]  #: the base class keeps one per worker, made by :meth:`_make_executor`
 
     def __init__(self, n_workers: int = 0):
@@ -221,6 +253,9 @@ class ProcessWorkerPool(WorkerPool):
         _stop_running_workers_at_exit()
         super().__init__(n_workers)
         self._queued: dict[int, list[QueuedTask]] = {}
+        self._movable: list[tuple[int, QueuedTask]] = []  #: movable tasks queued, with the worker each was dealt
+        self._sharing: SharedTasks | None = None  #: the movable tasks in flight, shared by a flush's workers
+        self._claims: tuple[int, int] | None = None  #: the claim pipe (read end, write end), made before any fork
         self._refusal: str | None = None  #: why batches are refused (retired, closed); None while they are taken
         self._transport = threading.RLock()  #: one thread at a time writes, reads and forks
 
@@ -231,11 +266,93 @@ class ProcessWorkerPool(WorkerPool):
                   on_result: Callable[[Any], None] | None) -> None:
         self._queued.setdefault(worker, []).append((fn, ctx, record, on_result))
 
+    def _dispatch_movable(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
+                          on_result: Callable[[Any], None] | None) -> None:
+        self._movable.append((worker, (fn, ctx, record, on_result)))
+
+    def _share_movable(self) -> None:
+        """Deal the movable tasks queued: shared by the workers this flush sends batches to, when there are two
+        or more and no earlier shared tasks are in flight; else each to the worker it was dealt."""
+        movable, self._movable = self._movable, []
+        if not movable:
+            return
+        participants = set() if self._refusal is not None else {*self._queued, *(w for w, _ in movable)}
+        shared: list[QueuedTask] = []
+        if len(participants) >= 2 and self._sharing is None:
+            shared = self._write_claims([item for _, item in movable[:MAX_SHARED]])
+        for index, item in movable[len(shared):]:
+            self._queued.setdefault(index, []).append(item)
+        if not shared:
+            return
+        try:
+            blob = pickle.dumps([(fn, ctx) for fn, ctx, _, _ in shared], pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            if refused_a_resource(exc):
+                raise
+            self._fail(shared, exc)
+            return
+        group = self._sharing = SharedTasks(shared, participants)
+        for index in sorted(participants):  # last in each batch: a worker claims once its own tasks are done
+            self._queued.setdefault(index, []).append(
+                (_claim_shared, (self._claim_pipe()[0], blob), None, partial(self._claims_answered, group, index)))
+
+    def _claim_pipe(self) -> tuple[int, int]:
+        """The claim pipe (read end, write end), made before the first worker is forked: every worker inherits
+        it, whenever the pool first shares tasks."""
+        if self._claims is None:
+            read_end, write_end = os.pipe()
+            os.set_blocking(read_end, False)  # the workers inherit it so: a claim on an empty pipe fails at once
+            os.set_blocking(write_end, False)
+            self._claims = (read_end, write_end)
+        return self._claims
+
+    def _close_claim_pipe_if_unused(self) -> None:
+        """A fork that failed leaves nothing open: the claim pipe too, while no worker holds it."""
+        if self._claims is not None and all(w.process is None for w in self._executors):
+            for fd in self._claims:
+                os.close(fd)
+            self._claims = None
+
+    def _write_claims(self, items: list[QueuedTask]) -> list[QueuedTask]:
+        """Empty the claim pipe of claims nobody took (their workers ended), then write one claim per item;
+        the items whose claims the pipe took."""
+        read_end, write_end = self._claim_pipe()
+        with contextlib.suppress(BlockingIOError):
+            while os.read(read_end, _READ_BYTES):
+                pass
+        try:
+            written = os.write(write_end, b"".join(_CLAIM.pack(i) for i in range(len(items))))
+        except BlockingIOError:
+            written = 0
+        return items[: written // _CLAIM.size]
+
+    def _claims_answered(self, group: SharedTasks, index: int, error: BaseException | str | None,
+                         claimed: list[tuple[int, str | None, Any]] | None) -> None:
+        """Worker ``index``'s answer to its claims of ``group`` (``error``: it gave none, and why): each shared
+        task it ran is delivered and recorded as its; once no worker is left waiting, the shared tasks nobody
+        delivered fail."""
+        if index not in group.waiting:
+            return
+        try:
+            for i, task_error, value in claimed if error is None else ():
+                _, _, record, on_result = group.items[i]
+                record.worker = index
+                self._deliver(record, task_error, lambda v=value: v, on_result)
+        finally:
+            group.waiting.discard(index)
+            if error is not None and group.why is None:
+                group.why = error if isinstance(error, str) else _describe(error)
+            if not group.waiting:
+                if self._sharing is group:
+                    self._sharing = None
+                self._fail(group.items, group.why or "no worker claimed it")
+
     def flush(self) -> None:
         """Pickle each worker's queued tasks into one batch and start writing it, forking the worker first if
         this is its first batch. A batch that cannot be pickled fails its tasks with the reason; running out of
         file descriptors or processes raises (the tasks not handed over are cancelled when the pool closes)."""
         with self._transport:
+            self._share_movable()
             for index in list(self._queued):
                 worker, items = self._executors[index], self._queued[index]
                 refusal = worker.lost or self._refusal
@@ -253,7 +370,11 @@ class ProcessWorkerPool(WorkerPool):
                     continue
                 if worker.process is None:  # its first batch: fork it
                     with _stop_signals_deferred():
-                        worker.start(self._mp, self._executors)
+                        try:
+                            worker.start(self._mp, self._executors, self._claim_pipe()[1:])
+                        except BaseException:
+                            self._close_claim_pipe_if_unused()
+                            raise
                 del self._queued[index]
                 worker.unanswered.append(items)
                 worker.send(payload)
@@ -324,14 +445,21 @@ class ProcessWorkerPool(WorkerPool):
         outcomes = [(answer, None)] * len(items) if isinstance(answer, str) else answer
         try:
             for (_, _, record, on_result), (error, value) in zip(items, outcomes, strict=True):
-                self._deliver(record, error, lambda v=value: v, on_result)
+                if record is None:  # the worker's claims of shared tasks
+                    on_result(error, value)
+                else:
+                    self._deliver(record, error, lambda v=value: v, on_result)
         except BaseException:
-            self._fail([item for item in items if not item[2].done], CANCELLED)
+            self._fail(items, CANCELLED)
             raise
 
     def _fail(self, items: list[QueuedTask], error: BaseException | str) -> None:
-        for _, _, record, _ in items:
-            self._finish(record, error)
+        """Each task not yet done fails with ``error``; a worker's claims of shared tasks end with it."""
+        for _, _, record, on_result in items:
+            if record is None:
+                on_result(error, None)
+            elif not record.done:
+                self._finish(record, error)
 
     def _lose(self, worker: ForkedWorker) -> None:
         """A worker ended with batches unanswered: deliver what it still sent, then fail the rest with one line
@@ -386,6 +514,12 @@ class ProcessWorkerPool(WorkerPool):
             queued, self._queued = self._queued, {}
             for items in queued.values():
                 self._fail(items, CANCELLED)
+            movable, self._movable = self._movable, []
+            self._fail([item for _, item in movable], CANCELLED)
+            if self._claims is not None:
+                for fd in self._claims:
+                    os.close(fd)
+                self._claims = None
 
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:
@@ -596,4 +730,33 @@ def _run_batch(tasks: list[tuple[Callable[[Any, int], Any], Any]], worker: int) 
             outcomes.append((None, fn(ctx, worker)))
         except Exception as exc:  # reported per task by the parent
             outcomes.append((exc, None))
+    return outcomes
+
+
+def _claim_shared(ctx: tuple[int, bytes], worker: int) -> list[tuple[int, str | None, Any]]:
+    """In a worker, last in its batch: claim the flush's shared tasks from the claim pipe one at a time and run
+    each, until the pipe is empty. Returns (index, error text or None, value) per task it ran; a value that
+    cannot be pickled fails its own task."""
+    claims_fd, blob = ctx
+    tasks = None
+    outcomes: list[tuple[int, str | None, Any]] = []
+    while True:
+        try:
+            claim = os.read(claims_fd, _CLAIM.size)
+        except BlockingIOError:
+            break
+        if len(claim) < _CLAIM.size:
+            break
+        (i,) = _CLAIM.unpack(claim)
+        if tasks is None:
+            tasks = pickle.loads(blob)
+        fn, task_ctx = tasks[i]
+        try:
+            outcomes.append((i, None, fn(task_ctx, worker)))
+        except Exception as exc:  # reported per task by the parent
+            outcomes.append((i, _describe(exc), None))
+    try:
+        pickle.dumps(outcomes, pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        outcomes = [(i, *_sendable((error, value))) for i, error, value in outcomes]
     return outcomes

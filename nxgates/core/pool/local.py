@@ -3,7 +3,9 @@
 Each worker is a single-worker :mod:`concurrent.futures` executor with its own queue, and tasks are
 dealt round-robin (task n -> worker n mod W). Static assignment is what makes "the tasks ran on more than
 one worker" a property of the pool rather than of timing: with one shared queue and tiny tasks, the first
-worker to wake can take them all.
+worker to wake can take them all. A caller may mark tasks ``movable`` (the process executor then lets
+whichever worker is done first run them): parallel-grad marks only each pass's tail, after every worker's
+own tasks.
 
 A task is ``fn(ctx, worker)``; the pool records which worker ran it and whether it raised. ``wait``
 is bounded by a timeout and also returns as soon as nothing is left in flight, so a lost task is reported,
@@ -38,6 +40,7 @@ class WorkerPool:
 
     kind = "thread"
     remote = False  #: tasks run where this process's memory is not: they return what they make
+    moves_tasks = False  #: a movable task may run on another worker than the one it was dealt to
 
     def __init__(self, n_workers: int = 0):
         self.n_workers = n_workers or auto_workers()
@@ -85,10 +88,12 @@ class WorkerPool:
         return self._submitted
 
     def submit(self, fn: Callable[[Any, int], Any], ctx: Any, label: str = "", worker: int | None = None,
-               on_result: Callable[[Any], None] | None = None) -> int:
+               on_result: Callable[[Any], None] | None = None, movable: bool = False) -> int:
         """Queue ``fn(ctx, worker)`` on the next worker in turn (or on ``worker``); returns the task number.
 
         ``on_result(value)`` gets what ``fn`` returned, in this process, before the task counts as done.
+        ``movable``: another worker that is dealt tasks at the same time may run it once its own are done
+        (the process executor; the others run it where it was dealt). Its record then names that worker.
         """
         task = self._submitted
         worker = self.worker_for(task) if worker is None else worker
@@ -100,13 +105,21 @@ class WorkerPool:
             return task
         with self._cv:
             self._in_flight += 1
-        self._dispatch(worker, fn, ctx, record, on_result)
+        if movable:
+            self._dispatch_movable(worker, fn, ctx, record, on_result)
+        else:
+            self._dispatch(worker, fn, ctx, record, on_result)
         return task
 
     def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
                   on_result: Callable[[Any], None] | None) -> None:
         future = self._executors[worker].submit(fn, ctx, worker)
         future.add_done_callback(lambda f, r=record: self._deliver(r, future_error(f), f.result, on_result))
+
+    def _dispatch_movable(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
+                          on_result: Callable[[Any], None] | None) -> None:
+        """A movable task: run where it was dealt, unless the executor balances (:class:`ProcessWorkerPool`)."""
+        self._dispatch(worker, fn, ctx, record, on_result)
 
     def _deliver(self, record: TaskRecord, error: BaseException | str | None, value: Callable[[], Any],
                  on_result: Callable[[Any], None] | None) -> None:

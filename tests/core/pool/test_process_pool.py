@@ -372,8 +372,8 @@ def test_a_refused_pipe_or_fork_raises_leaves_nothing_open_and_the_tasks_are_can
 
     real_pipe, pipes = os.pipe, []
 
-    def pipe():
-        if refused == "second pipe" and len(pipes) == 1:
+    def pipe():  # the pool's claim pipe, then the worker's two
+        if refused == "second pipe" and len(pipes) == 2:
             raise OSError(errno.EMFILE, "Too many open files")
         pipes.append(real_pipe())
         return pipes[-1]

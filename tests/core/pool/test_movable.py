@@ -1,0 +1,262 @@
+"""Movable tasks: the process pool shares a flush's movable tasks between the workers it deals tasks to, the
+worker done first runs more of them, and each is recorded on the worker that ran it; a worker that dies
+holding a claim fails only what it claimed; with one worker dealt tasks, or earlier shared tasks still in
+flight, a movable task runs where it was dealt; the thread pool always runs it there."""
+
+import os
+import pickle
+import struct
+import time
+
+from nxgates.core.pool import ProcessWorkerPool, WorkerPool
+from nxgates.core.pool.forked import CANCELLED, SharedTasks, _claim_shared
+from nxgates.core.pool.shared import TaskRecord
+
+
+def whoami(ctx, worker):
+    """(the worker told, the process that ran the task)."""
+    if ctx:
+        time.sleep(ctx)
+    return worker, os.getpid()
+
+
+def die_now(ctx, worker):
+    os._exit(3)
+
+
+def fail(ctx, worker):
+    raise ValueError(f"task {ctx}")
+
+
+def submit_all(pool, tasks, movable=False, worker=None):
+    """Submit ``tasks`` ((fn, ctx) pairs); returns their records and the values each delivered."""
+    values = {}
+    first = len(pool.records)
+    for n, (fn, ctx) in enumerate(tasks):
+        pool.submit(fn, ctx, worker=worker, movable=movable, on_result=lambda v, n=first + n: values.__setitem__(n, v))
+    return pool.records[first:], values
+
+
+def test_the_worker_done_first_runs_the_movable_tasks_and_their_records_name_it():
+    with ProcessWorkerPool(2) as pool:
+        own, values = submit_all(pool, [(whoami, 0.5), (whoami, 0)])  # worker 0 sleeps, worker 1 does not
+        moved, moved_values = submit_all(pool, [(whoami, 0)] * 6, movable=True)
+        assert [r.worker for r in moved] == [0, 1, 0, 1, 0, 1]  # dealt round-robin, as any task
+        assert pool.wait(8, 30).reached
+        worker1 = values[1][1]
+        assert [r.worker for r in moved] == [1] * 6
+        assert all(v == (1, worker1) for v in moved_values.values()) and len(moved_values) == 6
+        assert pool.tasks_per_worker(pool.records) == {"0": 1, "1": 7}
+
+
+def test_without_movable_the_same_tasks_stay_where_they_were_dealt():
+    with ProcessWorkerPool(2) as pool:
+        submit_all(pool, [(whoami, 0.5), (whoami, 0)])
+        dealt, values = submit_all(pool, [(whoami, 0)] * 6)
+        assert pool.wait(8, 30).reached
+        assert [r.worker for r in dealt] == [0, 1, 0, 1, 0, 1] == [values[r.task][0] for r in dealt]
+
+
+def test_a_worker_that_dies_holding_a_claim_fails_that_task_alone():
+    """The other worker runs the rest; the dead one's claim fails with the line naming it and its exit code."""
+    with ProcessWorkerPool(2) as pool:
+        submit_all(pool, [(whoami, 0), (whoami, 0)])
+        moved, _ = submit_all(pool, [(die_now, None), (whoami, 0.05), (whoami, 0.05), (whoami, 0.05)], movable=True)
+        waited = pool.wait(6, 30)
+        assert not waited.timed_out and waited.finished == 6 and pool._in_flight == 0
+        dead = moved[0].worker
+        assert moved[0].error == f"worker {dead}'s process ended (exit code 3) before answering its tasks"
+        assert all(r.error is None and r.worker == 1 - dead for r in moved[1:])
+        assert pool._sharing is None
+
+
+def test_a_movable_task_that_raises_fails_alone():
+    with ProcessWorkerPool(2) as pool:
+        submit_all(pool, [(whoami, 0), (whoami, 0)])
+        moved, values = submit_all(pool, [(whoami, 0), (fail, 7), (whoami, 0)], movable=True)
+        assert pool.wait(4, 30).finished == 5
+        assert [r.error for r in moved] == [None, "ValueError: task 7", None] and len(values) == 2
+
+
+def test_a_movable_task_that_leaves_fails_with_the_batch_of_the_worker_that_claimed_it():
+    """sys.exit() in a task fails the batch it ran in, so the claims of that worker fail with it too."""
+    with ProcessWorkerPool(2) as pool:
+        submit_all(pool, [(whoami, 0), (whoami, 0)])
+        moved, _ = submit_all(pool, [(leave, 4)], movable=True)
+        assert pool.wait(3, 30).finished == 3
+        assert moved[0].error == "SystemExit: 4" and pool._in_flight == 0
+
+
+def leave(ctx, worker):
+    raise SystemExit(ctx)
+
+
+def test_movable_tasks_dealt_to_one_worker_run_there():
+    """A pass whose tasks are all dealt to one worker (the single-worker fault) stays on it: only the workers
+    a flush deals tasks to share its movable tasks."""
+    with ProcessWorkerPool(2) as pool:
+        moved, values = submit_all(pool, [(whoami, 0)] * 5, movable=True, worker=0)
+        assert pool.wait(5, 30).reached
+        assert {r.worker for r in moved} == {0} and {v[0] for v in values.values()} == {0}
+        assert pool._executors[1].process is None  # never forked
+
+
+def test_movable_tasks_flushed_while_shared_ones_are_in_flight_run_where_they_were_dealt():
+    with ProcessWorkerPool(2) as pool:
+        submit_all(pool, [(whoami, 0.5), (whoami, 0.5)])
+        first, _ = submit_all(pool, [(whoami, 0)] * 2, movable=True)
+        pool.flush()
+        assert pool._sharing is not None
+        second, values = submit_all(pool, [(whoami, 0)] * 4, movable=True)
+        pool.flush()
+        assert pool.wait(8, 30).reached and pool._sharing is None
+        assert [r.worker for r in second] == [0, 1, 0, 1] == [values[r.task][0] for r in second]
+
+
+def test_closing_a_pool_with_shared_tasks_in_flight_cancels_each_once():
+    pool = ProcessWorkerPool(2)
+    submit_all(pool, [(whoami, 60), (whoami, 60)])
+    moved, _ = submit_all(pool, [(whoami, 0)] * 3, movable=True)
+    pool.flush()
+    time.sleep(0.2)
+    pool.close()
+    assert [r.error for r in pool.records] == [CANCELLED] * 5
+    assert (pool._in_flight, pool._completed, pool._failed) == (0, 0, 5) and pool._sharing is None
+
+
+def test_movable_tasks_dealt_to_a_lost_worker_are_run_by_the_one_left():
+    with ProcessWorkerPool(2) as pool:
+        submit_all(pool, [(die_now, None), (whoami, 0)])
+        assert pool.wait(2, 30).finished == 2 and pool._executors[0].lost
+        moved, values = submit_all(pool, [(whoami, 0)] * 4, movable=True)
+        assert pool.wait(5, 30).reached
+        assert [r.worker for r in moved] == [1] * 4 and {v[0] for v in values.values()} == {1}
+
+
+def test_movable_tasks_queued_when_the_pool_closes_are_cancelled():
+    pool = ProcessWorkerPool(2)
+    moved, _ = submit_all(pool, [(whoami, 0)] * 3, movable=True)
+    pool.close()
+    assert [r.error for r in moved] == [CANCELLED] * 3 and pool._in_flight == 0
+
+
+def test_movable_tasks_of_a_retired_or_closed_pool_fail_as_the_others_do():
+    pool = ProcessWorkerPool(2)
+    pool.close()
+    moved, _ = submit_all(pool, [(whoami, 0)] * 3, movable=True)
+    assert pool.wait(3, 5).finished == 3
+    assert [r.error for r in moved] == [CANCELLED] * 3 and pool._in_flight == 0
+
+
+def test_the_thread_pool_runs_a_movable_task_where_it_was_dealt():
+    with WorkerPool(2) as pool:
+        submit_all(pool, [(whoami, 0.3), (whoami, 0)])
+        moved, values = submit_all(pool, [(whoami, 0)] * 4, movable=True)
+        assert pool.wait(6, 30).reached
+        assert [r.worker for r in moved] == [0, 1, 0, 1] == [values[r.task][0] for r in moved]
+
+
+# ---- the parent's bookkeeping and the worker's claims, without workers ------------------------------------
+
+def in_flight(pool, n):
+    records = [TaskRecord(i, i % 2, str(i)) for i in range(n)]
+    pool._in_flight += n
+    return records
+
+
+def shared(pool, records, participants):
+    group = pool._sharing = SharedTasks([(whoami, None, r, None) for r in records], participants)
+    return group
+
+
+def test_each_claimed_task_is_delivered_by_its_worker_and_the_unclaimed_fail_once_none_is_waiting():
+    with ProcessWorkerPool(2) as pool:
+        records = in_flight(pool, 3)
+        group = shared(pool, records, {0, 1})
+        pool._claims_answered(group, 1, None, [(0, None, "v"), (2, "ValueError: x", None)])
+        assert [(r.done, r.worker, r.error) for r in records] == [
+            (True, 1, None), (False, 1, None), (True, 1, "ValueError: x")]
+        pool._claims_answered(group, 1, None, [(1, None, "again")])  # a worker answers its claims once
+        assert not records[1].done
+        pool._claims_answered(group, 0, "worker 0's process ended (exit code 3) before answering its tasks", None)
+        assert records[1].error == "worker 0's process ended (exit code 3) before answering its tasks"
+        assert pool._sharing is None and pool._in_flight == 0 and (pool._completed, pool._failed) == (1, 2)
+
+
+def test_shared_tasks_nobody_delivered_fail_with_the_first_reason_a_worker_did_not_answer():
+    with ProcessWorkerPool(2) as pool:
+        records = in_flight(pool, 2)
+        group = shared(pool, records, {0, 1, 2})
+        pool._claims_answered(group, 2, "SystemExit: 1", None)
+        pool._claims_answered(group, 0, None, [(1, None, "v")])
+        pool._claims_answered(group, 1, CANCELLED, None)
+        assert [r.error for r in records] == ["SystemExit: 1", None]
+
+
+def test_shared_tasks_every_worker_answered_without_running_fail_saying_so():
+    with ProcessWorkerPool(2) as pool:
+        records = in_flight(pool, 1)
+        group = shared(pool, records, {0, 1})
+        pool._claims_answered(group, 0, None, [])
+        pool._claims_answered(group, 1, None, [])
+        assert records[0].error == "no worker claimed it" and pool._in_flight == 0
+
+
+def claims(*indices):
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    os.write(write_end, b"".join(struct.pack("<I", i) for i in indices))
+    return read_end, write_end
+
+
+def test_a_worker_claims_until_the_pipe_is_empty_and_runs_each_claimed_task():
+    read_end, write_end = claims(2, 0)
+    blob = pickle.dumps([(whoami, 0), (fail, 1), (whoami, 0)])
+    try:
+        assert _claim_shared((read_end, blob), 5) == [(2, None, (5, os.getpid())), (0, None, (5, os.getpid()))]
+        assert _claim_shared((read_end, blob), 5) == []
+        os.write(write_end, struct.pack("<I", 1))
+        assert _claim_shared((read_end, blob), 5) == [(1, "ValueError: task 1", None)]
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def unpicklable(ctx, worker):
+    import threading
+
+    return threading.Lock() if ctx else ctx
+
+
+def test_a_claimed_result_that_cannot_be_pickled_fails_only_its_task():
+    read_end, write_end = claims(0, 1)
+    try:
+        outcomes = _claim_shared((read_end, pickle.dumps([(unpicklable, 0), (unpicklable, 1)])), 0)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert outcomes[0] == (0, None, 0)
+    assert outcomes[1] == (1, "the task's result cannot be sent back: TypeError: cannot pickle '_thread.lock' "
+                              "object", None)
+
+
+def test_a_worker_with_nothing_to_claim_does_not_read_the_shared_tasks():
+    read_end, write_end = claims()
+    try:
+        assert _claim_shared((read_end, b"not a pickle"), 0) == []
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_claims_left_by_workers_that_died_are_emptied_before_the_next_shared_tasks():
+    """A claim nobody took (its workers gone) must not be read as one of the next flush's: task 0 would run
+    twice and count twice."""
+    with ProcessWorkerPool(2) as pool:
+        os.write(pool._claim_pipe()[1], struct.pack("<II", 0, 0))
+        submit_all(pool, [(whoami, 0), (whoami, 0)])
+        submit_all(pool, [(whoami, 0)] * 2, movable=True)
+        assert pool.wait(4, 30).reached
+        time.sleep(0.3)  # a task run twice would be answered by now
+        pool.wait(5, 0)
+        assert pool.n_completed() == 4 and pool._in_flight == 0
