@@ -45,6 +45,16 @@ def test_parallel_grad_faults_are_caught_with_processes_too(reg, fault):
         assert not report.passed and {c.name for c in report.output.checks if not c.passed} >= expected
 
 
+@pytest.mark.parametrize("fault", ["shared-arena", "single-worker", "nondeterministic", "drop-task"])
+def test_parallel_grad_faults_are_caught_when_the_workers_share_each_passs_tail(reg, fault):
+    """B=40: one chunk of 40, whose last 10 tasks the process pool lets either worker run."""
+    entry = reg.resolve("parallel-grad")
+    expected = set(entry.gate.faults[fault].caught_by)
+    for _ in range(5):
+        report = run_gate(entry, {**entry.defaults, "executor": "process", "B": 40}, fault=fault, timeout=60)
+        assert not report.passed and {c.name for c in report.output.checks if not c.passed} >= expected
+
+
 @pytest.mark.parametrize("gate, fault", fault_cases())
 def test_cli_inject_exits_1_and_names_the_check(reg, gate, fault, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -25,7 +25,7 @@ from nxgates.gatekit import ChoiceParam, GateOutput, IntParam, RunContext, Varia
 from nxgates.gates.parallel_grad.checks import T1, T2, T3, T4, judge_t1, pool_problems
 from nxgates.gates.parallel_grad.faults import POOL_FAULTS, plant_shared_arena
 from nxgates.gates.parallel_grad.host_memory import HostFiles
-from nxgates.gates.parallel_grad.job import GradJob
+from nxgates.gates.parallel_grad.job import GradJob, movable_slots
 from nxgates.gates.parallel_grad.stream import PoolStart, stream
 
 #: What executor=auto means here: dask given a scheduler address, else processes from NP = 16384 up, else
@@ -99,7 +99,8 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
     outputs = [rows_array((chunk, NP)), rows_array((chunk, NP)) if pool.remote else None]
     job = GradJob(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
               pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers,
-              inputs_by_index=pool.remote, reduce=reduction_of(ctx.params), given=MlpInputs.of(ctx.options))
+              inputs_by_index=pool.remote, reduce=reduction_of(ctx.params), given=MlpInputs.of(ctx.options),
+              shared_slots=movable_slots(B, chunk, pool.n_workers) if pool.moves_tasks else [])
     if not pool.remote:  # the workers count their rows' differences from the serial rows (see run_task); a
         # dask cluster's copy of the job has no serial rows: its rows are compared by the fold
         job.serial, job.counted = pool.array((2, chunk, NP)), pool.array((2, chunk), np.int64)

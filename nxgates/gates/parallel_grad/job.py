@@ -17,6 +17,26 @@ from nxgates.gates.parallel_grad.faults import task_hooks
 
 #: float32 cells in a 4 KiB page: writing every PAGE_FLOATS-th cell maps every page of an array
 PAGE_FLOATS = 1024
+#: a pass's last 1/MOVABLE_SHARE of tasks are movable: whichever worker is done with its own first runs them
+MOVABLE_SHARE = 4
+#: ...once every worker has at least this many tasks of its own before them, so the pass still runs on every
+#: worker whatever their speeds (T2 stays a property of the deal) and a small pass is simply dealt
+MIN_OWN_TASKS = 4
+
+
+def first_movable(n: int, n_workers: int) -> int:
+    """The first slot of a pass of ``n`` tasks whose task is movable (``n``: none is).
+
+    The two cores of a shared machine run at speeds that differ from moment to moment, so a pass dealt evenly
+    ends unevenly; the movable tail evens it out, in the workers, without waking the parent."""
+    own = n - n // MOVABLE_SHARE
+    return own if own >= MIN_OWN_TASKS * n_workers else n
+
+
+def movable_slots(B: int, chunk: int, n_workers: int) -> list[int]:
+    """The chunk slots whose task is movable in some pass of a batch of ``B`` in chunks of ``chunk``."""
+    sizes = {min(chunk, B - first) for first in range(0, B, chunk)}
+    return sorted({slot for n in sizes for slot in range(first_movable(n, n_workers), n)})
 
 
 @dataclass
@@ -41,6 +61,9 @@ class GradJob:
     inputs_by_index: bool = False
     rows_shared: bool = True  #: ``outputs`` is memory every worker maps (forked, threads, a LocalCluster)
     n_workers: int = 1  #: the pool's, for start-up to touch only the rows each worker will write
+    #: the rows any worker may write (a pool that moves movable tasks between workers): start-up touches them
+    #: in every worker
+    shared_slots: list[int] = field(default_factory=list)
     arenas: dict[int, Tape] = field(default_factory=dict)
     rerun_rows: dict[int, np.ndarray] = field(default_factory=dict)
     # the planted faults' state (:mod:`.faults`): shared-arena's one arena and barrier, and which workers met
@@ -92,9 +115,9 @@ def prepare_task(handle: int, worker: int) -> None:
     The pass is recorded here (on the first example, into a row nobody reads) so the timed passes only
     replay it, as the serial pass does after its first example. In a forked worker, shared pages are mapped
     on first touch, at a cost the serial pass (writing into memory the parent already touched) never pays;
-    doing it here keeps the timed passes comparable. Only this worker's rows (tasks are dealt round-robin,
-    chunks are whole rounds): a page touched by every worker is faulted in and torn down by every worker,
-    which costs more than the first serial chunk.
+    doing it here keeps the timed passes comparable. Only the rows this worker may write (its own: tasks are
+    dealt round-robin, chunks are whole rounds; and the movable tail's): a page touched by every worker is
+    faulted in and torn down by every worker, which costs more than the first serial chunk.
     """
     job = resolve(handle)
     example_grads(job.arena(worker), job.dims, job.w, job.x[0], job.t[0], np.empty(job.dims.n_params, F32),
@@ -102,6 +125,7 @@ def prepare_task(handle: int, worker: int) -> None:
     for g in job.outputs:
         if g is not None:
             g[worker :: job.n_workers, ::PAGE_FLOATS] = np.nan  # the rows dealt to this worker
+            g[job.shared_slots, ::PAGE_FLOATS] = np.nan  # and the rows whichever worker is free may write
     if job.outputs[1] is None:
         job.rerun_row(worker)[::PAGE_FLOATS] = np.nan
 

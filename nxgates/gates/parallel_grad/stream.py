@@ -21,7 +21,15 @@ from nxgates.core.pool import WorkerPool
 from nxgates.core.tape import F32, Tape
 from nxgates.gatekit import RunContext
 from nxgates.gates.parallel_grad.faults import serial_hooks
-from nxgates.gates.parallel_grad.job import PAGE_FLOATS, GradJob, TaskContext, prepare_task, run_task, store_row
+from nxgates.gates.parallel_grad.job import (
+    PAGE_FLOATS,
+    GradJob,
+    TaskContext,
+    first_movable,
+    prepare_task,
+    run_task,
+    store_row,
+)
 
 
 @dataclass
@@ -247,15 +255,16 @@ def fold_chunk(tally: Tally, first: int, rows: np.ndarray, job: GradJob, compare
 def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, which: int, examples: range, half: int,
                   rows: np.ndarray | None = None) -> PassResult:
     """One parallel pass over ``examples`` (the current chunk), into output ``which``: a task per example,
-    dealt round-robin, then a bounded wait for all of them. ``half``: the serial buffer holding the chunk's
-    serial rows. ``rows``: where rows that tasks return land (workers that cannot write the gate's memory),
-    else None."""
+    dealt round-robin, the last quarter movable (:func:`~.job.first_movable`), then a bounded wait for all
+    of them. ``half``: the serial buffer holding the chunk's serial rows. ``rows``: where rows that tasks
+    return land (workers that cannot write the gate's memory), else None."""
     first = len(pool.records)
     done_before = pool.n_completed()
+    movable = first_movable(len(examples), pool.n_workers)
     t0 = time.perf_counter()
     for slot, b in enumerate(examples):
         pool.submit(run_task, TaskContext(handle, which, slot, b, half), label=f"example {b}",
-                    on_result=None if rows is None else partial(store_row, rows, slot))
+                    on_result=None if rows is None else partial(store_row, rows, slot), movable=slot >= movable)
     waited = wait_pass(ctx, pool, done_before, len(examples))
     return PassResult(pool.records[first:], waited, time.perf_counter() - t0)
 

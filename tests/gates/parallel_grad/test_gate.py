@@ -64,6 +64,16 @@ def test_executors_and_worker_counts_give_the_same_bits():
     assert len(digests) == 1
 
 
+def test_a_pass_whose_tail_either_worker_runs_is_green_and_gives_the_same_bits():
+    """B=40 in one chunk: the process pool shares each pass's last 10 tasks between its workers; every
+    example still runs once a pass, each on one worker, and the bits are the thread pool's."""
+    params = {**SEED, "B": 40, "workers": 2}
+    moved = pg.run(ctx({**params, "executor": "process"}))
+    assert all(by_name(moved).values()), by_name(moved)
+    assert sum(moved.metrics["tasks_per_worker"].values()) == 40 and moved.metrics["distinct_workers"] == 2
+    assert moved.digest == pg.run(ctx({**params, "executor": "thread"})).digest
+
+
 def test_green_100_times_in_a_row():
     digests = set()
     for _ in range(100):

@@ -11,7 +11,15 @@ from nxgates.core.mlp import Dims, MlpInputs, example_grads, init_examples, init
 from nxgates.core.pool.shared import forget, register
 from nxgates.core.tape import F32, Tape, sequential_sum
 from nxgates.gates.parallel_grad import job as job_module
-from nxgates.gates.parallel_grad.job import GradJob, TaskContext, prepare_task, run_task, store_row
+from nxgates.gates.parallel_grad.job import (
+    GradJob,
+    TaskContext,
+    first_movable,
+    movable_slots,
+    prepare_task,
+    run_task,
+    store_row,
+)
 
 #: NP = 1350: more than 1024 cells, so start-up touches two cells per row
 DIMS = Dims(40, 30, 5)
@@ -93,6 +101,26 @@ def test_start_up_records_the_pass_and_touches_only_this_workers_rows(shared):
     for g in job.outputs:
         assert np.isnan(g).sum() == 4
         assert np.isnan(g[[1, 3]][:, [0, 1024]]).all()
+
+
+def test_start_up_also_touches_the_rows_any_worker_may_write(shared):
+    job = make_job(outputs=(True, True), n_workers=2)
+    job.shared_slots = [2]
+    prepare_task(shared(job), 1)
+    for g in job.outputs:
+        assert np.isnan(g).sum() == 6 and np.isnan(g[[1, 2, 3]][:, [0, 1024]]).all()
+
+
+@pytest.mark.parametrize(("n", "workers", "first"), [
+    (40, 2, 30), (16, 2, 12), (10, 2, 8), (9, 2, 9), (8, 2, 8), (1, 2, 1), (64, 4, 48), (20, 4, 20)])
+def test_a_pass_moves_its_last_quarter_once_every_worker_has_four_tasks_of_its_own(n, workers, first):
+    assert first_movable(n, workers) == first
+
+
+def test_the_movable_slots_of_a_batch_are_those_of_its_full_chunks_and_its_last():
+    assert movable_slots(256, 40, 2) == [*range(12, 16), *range(30, 40)]
+    assert movable_slots(80, 40, 2) == list(range(30, 40))
+    assert movable_slots(8, 8, 2) == []
 
 
 def test_start_up_touches_the_private_rerun_row_where_there_is_no_rerun_output(shared):

@@ -183,8 +183,8 @@ class FakePool:
         self.completions = list(completions or [])
         self.n_workers, self.done = n_workers, 5
 
-    def submit(self, fn, arg, label="", worker=None, on_result=None):
-        self.submitted.append((fn, arg, label, worker, on_result))
+    def submit(self, fn, arg, label="", worker=None, on_result=None, movable=False):
+        self.submitted.append((fn, arg, label, worker, on_result, movable))
         self.records.append(SimpleNamespace(label=label))
 
     def n_completed(self):
@@ -230,6 +230,18 @@ def test_a_pass_deals_a_task_per_example_and_keeps_its_records(monkeypatch):
     assert pool.waits == [(8, 0.2)]
     assert result.waited is not None and result.waited.reached and result.seconds == 2.5
     assert isinstance(result, PassResult)
+
+
+def test_a_pass_marks_its_last_quarter_movable_once_each_worker_has_four_tasks_of_its_own_before_it():
+    pool = FakePool()
+    parallel_pass(run_ctx(), pool, "h", 0, range(40, 56), 0)
+    assert [s[5] for s in pool.submitted] == [False] * 12 + [True] * 4
+    pool = FakePool()
+    parallel_pass(run_ctx(), pool, "h", 0, range(0, 10), 0)  # 8 of its own: 4 a worker
+    assert [s[5] for s in pool.submitted] == [False] * 8 + [True] * 2
+    pool = FakePool()
+    parallel_pass(run_ctx(), pool, "h", 0, range(0, 9), 0)  # 7 of its own: too few to move 2
+    assert not any(s[5] for s in pool.submitted)
 
 
 def test_a_pass_whose_rows_come_back_stores_them_by_slot():
