@@ -92,6 +92,9 @@ _CLAIM = struct.Struct("<I")
 #: the most movable tasks one flush shares: their claims must fit the claim pipe at once (16 KiB of its 64)
 MAX_SHARED = 4096
 
+#: a worker's answer to a batch: (error text or None, value) per task, or one error text for the whole batch
+Answer = list[tuple[str | None, Any]] | str
+
 
 class SharedTasks:
     """One flush's movable tasks, shared by the workers it sent batches to (``waiting`` until each answers).
@@ -104,8 +107,6 @@ class SharedTasks:
         self.items = items
         self.waiting = set(participants)
         self.why: str | None = None
-#: a worker's answer to a batch: (error text or None, value) per task, or one error text for the whole batch
-Answer = list[tuple[str | None, Any]] | str
 
 
 class ForkedWorker:

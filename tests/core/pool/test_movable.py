@@ -96,6 +96,8 @@ def test_movable_tasks_dealt_to_one_worker_run_there():
     a flush deals tasks to share its movable tasks."""
     with ProcessWorkerPool(2) as pool:
         moved, values = submit_all(pool, [(whoami, 0)] * 5, movable=True, worker=0)
+        pool.flush()
+        assert pool._sharing is None  # nothing shared: the one worker runs them as its own
         assert pool.wait(5, 30).reached
         assert {r.worker for r in moved} == {0} and {v[0] for v in values.values()} == {0}
         assert pool._executors[1].process is None  # never forked
