@@ -316,15 +316,12 @@ class ProcessWorkerPool(WorkerPool):
 
     def _write_claims(self, items: list[QueuedTask]) -> list[QueuedTask]:
         """Empty the claim pipe of claims nobody took (their workers ended), then write one claim per item;
-        the items whose claims the pipe took."""
+        the items whose claims the pipe took (an empty pipe takes at least a page of them)."""
         read_end, write_end = self._claim_pipe()
         with contextlib.suppress(BlockingIOError):
             while os.read(read_end, _READ_BYTES):
                 pass
-        try:
-            written = os.write(write_end, b"".join(_CLAIM.pack(i) for i in range(len(items))))
-        except BlockingIOError:
-            written = 0
+        written = os.write(write_end, b"".join(_CLAIM.pack(i) for i in range(len(items))))
         return items[: written // _CLAIM.size]
 
     def _claims_answered(self, group: SharedTasks, index: int, error: BaseException | str | None,

@@ -3,10 +3,13 @@ worker done first runs more of them, and each is recorded on the worker that ran
 holding a claim fails only what it claimed; with one worker dealt tasks, or earlier shared tasks still in
 flight, a movable task runs where it was dealt; the thread pool always runs it there."""
 
+import fcntl
 import os
 import pickle
 import struct
 import time
+
+import pytest
 
 from nxgates.core.pool import ProcessWorkerPool, WorkerPool
 from nxgates.core.pool.forked import CANCELLED, SharedTasks, _claim_shared
@@ -195,6 +198,15 @@ def test_shared_tasks_nobody_delivered_fail_with_the_first_reason_a_worker_did_n
         assert [r.error for r in records] == ["SystemExit: 1", None]
 
 
+def test_a_batch_that_could_not_be_sent_gives_its_shared_tasks_the_exceptions_words():
+    with ProcessWorkerPool(2) as pool:
+        records = in_flight(pool, 1)
+        group = shared(pool, records, {0, 1})
+        pool._claims_answered(group, 0, pickle.PicklingError("cannot pickle 'lock'"), None)
+        pool._claims_answered(group, 1, None, [])
+        assert records[0].error == "PicklingError: cannot pickle 'lock'"
+
+
 def test_shared_tasks_every_worker_answered_without_running_fail_saying_so():
     with ProcessWorkerPool(2) as pool:
         records = in_flight(pool, 1)
@@ -240,6 +252,30 @@ def test_a_claimed_result_that_cannot_be_pickled_fails_only_its_task():
     assert outcomes[0] == (0, None, 0)
     assert outcomes[1] == (1, "the task's result cannot be sent back: TypeError: cannot pickle '_thread.lock' "
                               "object", None)
+
+
+def test_a_worker_stops_claiming_at_a_claim_cut_short_and_still_checks_what_it_ran():
+    read_end, write_end = claims(0)
+    os.write(write_end, b"\x01\x00")  # half a claim: nothing a worker can run
+    try:
+        outcomes = _claim_shared((read_end, pickle.dumps([(unpicklable, 1)])), 0)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert outcomes == [(0, "the task's result cannot be sent back: TypeError: cannot pickle '_thread.lock' "
+                            "object", None)]
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="a pipe's size is set with F_SETPIPE_SZ (Linux)")
+def test_movable_tasks_beyond_what_the_claim_pipe_takes_run_where_they_were_dealt():
+    with ProcessWorkerPool(2) as pool:
+        fcntl.fcntl(pool._claim_pipe()[1], fcntl.F_SETPIPE_SZ, 4096)  # one page: 1024 claims
+        submit_all(pool, [(whoami, 0.3), (whoami, 0.3)])
+        moved, values = submit_all(pool, [(whoami, 0)] * 1100, movable=True)
+        pool.flush()
+        assert len(pool._sharing.items) == 1024
+        assert pool.wait(1102, 60).reached
+        assert [r.worker for r in moved[1024:]] == [0, 1] * 38 == [values[r.task][0] for r in moved[1024:]]
 
 
 def test_a_worker_with_nothing_to_claim_does_not_read_the_shared_tasks():

@@ -397,6 +397,27 @@ def test_a_refused_pipe_or_fork_raises_leaves_nothing_open_and_the_tasks_are_can
     assert pool.records[0].error == CANCELLED and pool._in_flight == 0
 
 
+def test_a_pool_whose_fork_was_refused_forks_and_shares_tasks_once_it_can(monkeypatch):
+    """The claim pipe made for the refused fork was closed with it; the next fork makes another."""
+    real_pipe = os.pipe
+
+    def pipe():
+        monkeypatch.setattr(os, "pipe", real_pipe)  # refuse once: the worker's first pipe, after the claim pipe's
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    with ProcessWorkerPool(2) as pool:
+        pool._claim_pipe()
+        monkeypatch.setattr(os, "pipe", pipe)
+        pool.submit(noop, 1)
+        with pytest.raises(OSError):
+            pool.wait(1, timeout=60)
+        assert pool._claims is None
+        pool.submit(noop, 2)
+        for n in range(4):
+            pool.submit(noop, n, movable=True)
+        assert pool.wait(6, timeout=60).reached
+
+
 def blocked_stop_signals():
     return set(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
