@@ -106,7 +106,7 @@ class SharedTasks:
     def __init__(self, items: list[QueuedTask], participants: set[int]):
         self.items = items
         self.waiting = set(participants)
-        self.why: str | None = None
+        self.why: BaseException | str | None = None
 
 
 class ForkedWorker:
@@ -288,7 +288,9 @@ class ProcessWorkerPool(WorkerPool):
         try:
             blob = pickle.dumps([(fn, ctx) for fn, ctx, _, _ in shared], pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
-            if refused_a_resource(exc):
+            if refused_a_resource(exc):  # still queued, so cancelled when the pool closes
+                for index, item in movable[: len(shared)]:
+                    self._queued.setdefault(index, []).append(item)
                 raise
             self._fail(shared, exc)
             return
@@ -339,7 +341,7 @@ class ProcessWorkerPool(WorkerPool):
         finally:
             group.waiting.discard(index)
             if error is not None and group.why is None:
-                group.why = error if isinstance(error, str) else _describe(error)
+                group.why = error
             if not group.waiting:
                 if self._sharing is group:
                     self._sharing = None

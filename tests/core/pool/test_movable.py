@@ -145,12 +145,49 @@ def test_movable_tasks_queued_when_the_pool_closes_are_cancelled():
     assert [r.error for r in moved] == [CANCELLED] * 3 and pool._in_flight == 0
 
 
-def test_movable_tasks_of_a_retired_or_closed_pool_fail_as_the_others_do():
+def open_fds():
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+
+def test_movable_tasks_of_a_retired_or_closed_pool_fail_as_the_others_do_and_open_nothing():
     pool = ProcessWorkerPool(2)
     pool.close()
+    before = open_fds()
     moved, _ = submit_all(pool, [(whoami, 0)] * 3, movable=True)
-    assert pool.wait(3, 5).finished == 3
+    submit_all(pool, [(whoami, 0)] * 2)
+    assert pool.wait(5, 5).finished == 5
     assert [r.error for r in moved] == [CANCELLED] * 3 and pool._in_flight == 0
+    assert open_fds() == before  # no claim pipe for a pool that takes no tasks
+
+
+def test_movable_tasks_that_cannot_be_pickled_fail_with_the_reason_and_the_others_run():
+    import threading
+
+    with ProcessWorkerPool(2) as pool:
+        own, _ = submit_all(pool, [(whoami, 0), (whoami, 0)])
+        moved, _ = submit_all(pool, [(whoami, 0), (whoami, threading.Lock())], movable=True)
+        assert pool.wait(4, 30).finished == 4
+        assert [r.error for r in own] == [None, None]
+        assert [r.error for r in moved] == ["TypeError: cannot pickle '_thread.lock' object"] * 2
+
+
+def test_no_memory_to_pickle_the_movable_tasks_is_this_machines_limit_not_their_fault(monkeypatch):
+    real_dumps, calls = pickle.dumps, []
+
+    def dumps(obj, *args):
+        calls.append(obj)
+        if len(calls) == 1:  # the shared tasks, pickled before any batch
+            raise MemoryError
+        return real_dumps(obj, *args)
+
+    pool = ProcessWorkerPool(2)
+    submit_all(pool, [(whoami, 0), (whoami, 0)])
+    moved, _ = submit_all(pool, [(whoami, 0)] * 2, movable=True)
+    monkeypatch.setattr(pickle, "dumps", dumps)
+    with pytest.raises(MemoryError):
+        pool.flush()
+    pool.close()  # the tasks never handed over are cancelled, as a batch's are
+    assert [r.error for r in moved] == [CANCELLED] * 2 and pool._in_flight == 0
 
 
 def test_the_thread_pool_runs_a_movable_task_where_it_was_dealt():
