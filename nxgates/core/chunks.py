@@ -15,7 +15,7 @@ def chunk_examples(n_params: int, n_workers: int, B: int, remote: bool = False) 
     rows, in whole rounds of the workers.
 
     Whole rounds keep an example's parallel run and its re-run on the same worker (tasks are dealt
-    round-robin), as when the batch was one chunk.
+    round-robin), as when the batch was one chunk; a movable task may still run on another.
     """
     rows = (REMOTE_CHUNK_BYTES if remote else CHUNK_BYTES) // (4 * n_params)
     return min(B, max(n_workers, rows - rows % n_workers))
