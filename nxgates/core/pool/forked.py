@@ -99,14 +99,16 @@ Answer = list[tuple[str | None, Any]] | str
 class SharedTasks:
     """One flush's movable tasks, shared by the workers it sent batches to (``waiting`` until each answers).
 
-    ``why``: the first reason one of them did not answer (lost, its batch failed, the pool closed), for the
-    shared tasks nobody delivered once none is left waiting.
+    ``why``: the first reason one of them did not answer (lost, its batch failed, the pool closed), and
+    ``why_worker`` which: the shared tasks nobody delivered once none is left waiting were claimed by a worker
+    that did not answer, so they fail with that reason, recorded on that worker.
     """
 
     def __init__(self, items: list[QueuedTask], participants: set[int]):
         self.items = items
         self.waiting = set(participants)
         self.why: BaseException | str | None = None
+        self.why_worker: int | None = None
 
 
 class ForkedWorker:
@@ -341,10 +343,13 @@ class ProcessWorkerPool(WorkerPool):
         finally:
             group.waiting.discard(index)
             if error is not None and group.why is None:
-                group.why = error
+                group.why, group.why_worker = error, index
             if not group.waiting:
                 if self._sharing is group:
                     self._sharing = None
+                for _, _, record, _ in group.items:
+                    if not record.done and group.why_worker is not None:
+                        record.worker = group.why_worker
                 self._fail(group.items, group.why or "no worker claimed it")
 
     def flush(self) -> None:
