@@ -198,6 +198,22 @@ def test_no_memory_to_pickle_the_movable_tasks_is_this_machines_limit_not_their_
     assert [r.error for r in moved] == [CANCELLED] * 2 and pool._in_flight == 0
 
 
+def test_movable_tasks_that_found_no_memory_to_be_shared_run_where_they_were_dealt_once_there_is(monkeypatch):
+    real_dumps = pickle.dumps
+
+    def no_memory(obj, *args):
+        raise MemoryError
+
+    with ProcessWorkerPool(2) as pool:
+        moved, values = submit_all(pool, [(whoami, 0)] * 4, movable=True)  # nothing else queued
+        monkeypatch.setattr(pickle, "dumps", no_memory)
+        with pytest.raises(MemoryError):
+            pool.flush()
+        monkeypatch.setattr(pickle, "dumps", real_dumps)
+        assert pool.wait(4, 30).reached
+        assert [r.worker for r in moved] == [0, 1, 0, 1] == [values[r.task][0] for r in moved]
+
+
 def test_the_thread_pool_runs_a_movable_task_where_it_was_dealt():
     with WorkerPool(2) as pool:
         submit_all(pool, [(whoami, 0.3), (whoami, 0)])
@@ -260,6 +276,7 @@ def test_shared_tasks_every_worker_answered_without_running_fail_saying_so():
         pool._claims_answered(group, 0, None, [])
         pool._claims_answered(group, 1, None, [])
         assert records[0].error == "no worker claimed it" and pool._in_flight == 0
+        assert records[0].worker == 0  # no worker to blame: the record keeps the worker it was dealt to
 
 
 def claims(*indices):
