@@ -284,7 +284,7 @@ class ProcessWorkerPool(WorkerPool):
         if len(participants) >= 2 and self._sharing is None:
             shared = self._write_claims([item for _, item in movable[:MAX_SHARED]])
         for index, item in movable[len(shared):]:
-            self._queued.setdefault(index, []).append(item)
+            self._dispatch(index, *item)
         if not shared:
             return
         try:
@@ -292,7 +292,7 @@ class ProcessWorkerPool(WorkerPool):
         except Exception as exc:
             if refused_a_resource(exc):  # still queued, so cancelled when the pool closes
                 for index, item in movable[: len(shared)]:
-                    self._queued.setdefault(index, []).append(item)
+                    self._dispatch(index, *item)
                 raise
             self._fail(shared, exc)
             return
@@ -311,12 +311,16 @@ class ProcessWorkerPool(WorkerPool):
             self._claims = (read_end, write_end)
         return self._claims
 
-    def _close_claim_pipe_if_unused(self) -> None:
-        """A fork that failed leaves nothing open: the claim pipe too, while no worker holds it."""
-        if self._claims is not None and all(w.process is None for w in self._executors):
+    def _close_claim_pipe(self) -> None:
+        if self._claims is not None:
             for fd in self._claims:
                 os.close(fd)
             self._claims = None
+
+    def _close_claim_pipe_if_unused(self) -> None:
+        """A fork that failed leaves nothing open: the claim pipe too, while no worker holds it."""
+        if all(w.process is None for w in self._executors):
+            self._close_claim_pipe()
 
     def _write_claims(self, items: list[QueuedTask]) -> list[QueuedTask]:
         """Empty the claim pipe of claims nobody took (their workers ended), then write one claim per item;
@@ -521,10 +525,7 @@ class ProcessWorkerPool(WorkerPool):
                 self._fail(items, CANCELLED)
             movable, self._movable = self._movable, []
             self._fail([item for _, item in movable], CANCELLED)
-            if self._claims is not None:
-                for fd in self._claims:
-                    os.close(fd)
-                self._claims = None
+            self._close_claim_pipe()
 
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         if self.started:
