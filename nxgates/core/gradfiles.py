@@ -13,6 +13,10 @@ from nxgates.core.tape import F32
 from nxgates.errors import ConfigError
 from nxgates.safeio import PendingOutput, commit_output, discard_output, open_output, regular_file
 
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  #: what numpy takes for an .npz: a member, or an empty archive
+HEADER_LIMIT = 1 << 16  #: bytes of an ``.npy`` header read at most (a wide structured dtype's is long)
+
 
 class GradReader:
     """``--compare-grads``: a saved float32 (B, NP) ``.npy`` or raw ``.bin``, validated as a memory map and read
@@ -43,15 +47,13 @@ class GradReader:
         if path.endswith(".bin"):
             return cls(path, _raw_rows(path, B, n_params), report)
         _check_header(path, B, n_params)
+        _check_kind(path)
         try:
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except FileNotFoundError:
             raise ConfigError(f"--compare-grads {path}: no such file") from None
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, RecursionError) as exc:  # RecursionError: a deep version 3.0 header
             raise ConfigError(f"--compare-grads {path}: not a readable .npy file ({exc})") from None
-        if not isinstance(arr, np.ndarray):  # np.load opens a zip archive as an NpzFile
-            arr.close()
-            raise ConfigError(f"--compare-grads {path}: an .npz archive, not an .npy array (use --save-grads' file)")
         if arr.dtype not in (np.dtype(F32), np.dtype(F32).newbyteorder()):  # either byte order is float32
             raise ConfigError(f"--compare-grads {path}: expected float32, got {arr.dtype}")
         if arr.shape != (B, n_params):
@@ -91,34 +93,51 @@ def _raw_rows(path: str, B: int, n_params: int) -> np.ndarray:
         raise ConfigError(f"--compare-grads {path}: cannot read: {exc}") from None
 
 
+def _check_kind(path: str) -> None:
+    """Only an ``.npy`` goes to numpy: an archive is refused as such (numpy would open it as an ``.npz``), and
+    anything else is said to be no ``.npy`` (numpy's own message, about pickles, would mislead)."""
+    try:
+        with open(path, "rb") as fh:
+            start = fh.read(len(NPY_MAGIC))
+    except OSError as exc:
+        raise ConfigError(f"--compare-grads {path}: cannot read: {exc.strerror or exc}") from None
+    if start[:4] in ZIP_MAGICS:
+        raise ConfigError(f"--compare-grads {path}: an .npz archive, not an .npy array (use --save-grads' file)")
+    if start != NPY_MAGIC:
+        pickled = "; a pickle, never loaded" if start[:1] == b"\x80" else ""
+        raise ConfigError(f"--compare-grads {path}: not a readable .npy file (it does not start with the .npy "
+                          f"magic string{pickled}; a raw float32 dump must be named NAME.bin)")
+
+
 def _check_header(path: str, B: int, n_params: int) -> None:
     """The ``.npy`` header read before numpy maps the file: a shape other than (B, NP) (negative, absurd) or
     a length other than the header's plus B*NP float32 cells is a usage error, never numpy's overflow or
-    warning. An .npz archive or an unreadable header is left to ``np.load``'s own messages."""
+    warning. An .npz archive or an .npy of another format version is left to ``np.load``'s own messages."""
+    from nxgates.core.tensors.read import parse_npy_header
+
+    where = f"--compare-grads {path}"
     try:
         with open(path, "rb") as fh:
-            if fh.read(6) != b"\x93NUMPY":
+            if fh.read(6) != NPY_MAGIC:
                 return
             fh.seek(0)
             version = np.lib.format.read_magic(fh)
-            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
-                           (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-            if read_header is None:
+            if version not in ((1, 0), (2, 0)):
                 return
-            shape, _fortran, dtype = read_header(fh, max_header_size=1 << 16)
+            dtype, shape, _fortran = parse_npy_header(fh, version, where, "not a readable .npy file", HEADER_LIMIT)
             offset = fh.tell()
             size = os.fstat(fh.fileno()).st_size
     except FileNotFoundError:
-        raise ConfigError(f"--compare-grads {path}: no such file") from None
+        raise ConfigError(f"{where}: no such file") from None
     except (OSError, ValueError, EOFError) as exc:
-        raise ConfigError(f"--compare-grads {path}: not a readable .npy file ({exc})") from None
+        raise ConfigError(f"{where}: not a readable .npy file ({exc})") from None
     if tuple(shape) != (B, n_params):
         shown = str(tuple(shape))
-        raise ConfigError(f"--compare-grads {path}: shape {shown[:60]} does not match (B, NP) = ({B}, {n_params})")
+        raise ConfigError(f"{where}: shape {shown[:60]} does not match (B, NP) = ({B}, {n_params})")
     want = offset + B * n_params * dtype.itemsize
     if size != want:
         how = "bytes after the data" if size > want else "the data is cut short"
-        raise ConfigError(f"--compare-grads {path}: {size} bytes, not the {want} of a ({B}, {n_params}) "
+        raise ConfigError(f"{where}: {size} bytes, not the {want} of a ({B}, {n_params}) "
                           f"{dtype} array ({how})")
 
 

@@ -166,7 +166,7 @@ def test_not_an_archive_at_all(tmp_path, mlp):
     with open(tmp_path / "bad.npz", "wb") as fh:  # an .npy under an .npz name
         np.save(fh, mlp["X"])
     r = run_in_process("run", "parallel-grad", "--inputs", "bad.npz", cwd=tmp_path)
-    assert_usage_error(r, "--inputs bad.npz: not a readable .npz archive")
+    assert_usage_error(r, "--inputs bad.npz: an .npy array, not an .npz archive")
 
 
 def test_a_missing_file(tmp_path):

@@ -8,9 +8,12 @@ Object arrays are refused from their header: nothing is ever unpickled.
 
 from __future__ import annotations
 
+import ast
 import json
+import lzma
 import math
 import os
+import struct
 import zipfile
 import zlib
 from typing import Any, BinaryIO, NamedTuple
@@ -28,6 +31,20 @@ FORMAT_VERSION = 1
 #: a raw dump's element type: little-endian, as a C program on x86 or ARM writes its buffer
 RAW_DTYPES = {"q20": np.dtype("<i8"), "float32": np.dtype("<f4")}
 META_LIMIT = 1 << 20  #: bytes of metadata read at most
+HEADER_LIMIT = 10000  #: bytes of an ``.npy`` header read at most (numpy's own limit)
+#: each ``.npy`` format version's header-length field and header encoding
+HEADER_FORMATS = {(1, 0): ("<H", "latin1"), (2, 0): ("<I", "latin1"), (3, 0): ("<I", "utf8")}
+NPZ_VERSIONS = ((1, 0), (2, 0))  #: what ``np.savez`` writes, and so what an ``.npz`` member may be
+NOT_NPY = "corrupt member, or not an .npy one"  #: how a member that is no ``.npy`` is refused
+MAX_RANK = 64  #: numpy's most dimensions
+INDEX_LIMIT = np.iinfo(np.intp).max  #: an array's bytes (and each length) must be indexable
+#: the zip compression methods zipfile decompresses
+COMPRESSIONS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
+                zipfile.ZIP_LZMA: "lzma"}
+#: what reading a corrupt member raises: zipfile's own errors and its decompressors'
+#: (NotImplementedError and RuntimeError: a feature zipfile lacks, e.g. patched data, strong encryption)
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, OSError, ValueError, EOFError, NotImplementedError,
+              RuntimeError)
 
 
 class Header(NamedTuple):
@@ -46,7 +63,10 @@ def read_npz(path: str, spec: InputSpec, flag: str = "--inputs") -> tuple[dict[s
     regular_file(path, flag)
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+    except ZIP_ERRORS as exc:
+        if _starts_with(path, b"\x93NUMPY"):
+            raise ConfigError(f"{where}: an .npy array, not an .npz archive (one NAME.npy member per array, as "
+                              f"nxgates export writes)") from None
         raise ConfigError(f"{where}: not a readable .npz archive ({exc})") from None
     with zf:
         members: dict[str, zipfile.ZipInfo] = {}
@@ -69,6 +89,14 @@ def read_npz(path: str, spec: InputSpec, flag: str = "--inputs") -> tuple[dict[s
                   for name in headers}
     meta = _meta(where, arrays.pop(META)) if META in arrays else {}
     return {a.name: arrays[a.name] for a in spec.arrays}, meta
+
+
+def _starts_with(path: str, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(magic)) == magic
+    except OSError:
+        return False
 
 
 def read_raw_dir(path: str, spec: InputSpec, params: dict[str, ParamValue], flag: str = "--inputs"
@@ -159,27 +187,84 @@ def _check_declared(where: str, declared: InputArray, dtype: np.dtype, rank: int
 
 def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> Header:
     """A member's ``.npy`` header, and its declared size checked against the member's (before reading)."""
+    _check_member(info, where)
     try:
         with zf.open(info) as fh:
             version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-            else:
+            if version not in NPZ_VERSIONS:
                 raise ConfigError(f"{where}: .npy format version {version} is not supported (1.0 or 2.0)")
+            dtype, shape, fortran = parse_npy_header(fh, version, where, NOT_NPY)
             offset = fh.tell()
     except ConfigError:
         raise
-    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, SyntaxError, TypeError) as exc:
-        raise ConfigError(f"{where}: corrupt member, or not an .npy one ({exc})") from None
+    except ZIP_ERRORS as exc:
+        raise ConfigError(f"{where}: {NOT_NPY} ({exc})") from None
     if dtype.hasobject:
         raise ConfigError(f"{where}: an object array (refused: nothing is unpickled)")
     nbytes = math.prod(shape) * dtype.itemsize
     if info.file_size != offset + nbytes:
         raise ConfigError(f"{where}: truncated or corrupt: the header declares {dtype} of shape {shape} "
                           f"({nbytes} bytes), the member holds {info.file_size - offset}")
-    return Header(dtype, tuple(shape), bool(fortran), nbytes)
+    return Header(dtype, shape, fortran, nbytes)
+
+
+def _check_member(info: zipfile.ZipInfo, where: str) -> None:
+    """Refuse, from the zip directory, a member zipfile cannot or must not open: encrypted, or compressed
+    by a method it does not know."""
+    if info.flag_bits & 0x1:
+        raise ConfigError(f"{where}: an encrypted member (password-protected archives are not read)")
+    if info.compress_type not in COMPRESSIONS:
+        raise ConfigError(f"{where}: compression method {info.compress_type} is not supported "
+                          f"({', '.join(COMPRESSIONS.values())})")
+
+
+def parse_npy_header(fh: BinaryIO, version: tuple[int, int], where: str, corrupt: str,
+                     limit: int = HEADER_LIMIT) -> tuple[np.dtype, tuple[int, ...], bool]:
+    """The dtype, shape and order an ``.npy`` header declares, read after the magic string: a Python dict
+    literal of exactly ``descr``, ``fortran_order`` and ``shape``, every value checked (a negative, boolean or
+    absurd length, a non-boolean order or an unknown dtype is refused, with the header's own words cut
+    short). Parsed here rather than by numpy, whose fallback for Python 2 headers prints a warning and whose
+    parser lets a RecursionError through. ``corrupt`` starts the message of a header that cannot be parsed."""
+    size_format, encoding = HEADER_FORMATS[version]
+    (length,) = struct.unpack(size_format, _exactly(fh, struct.calcsize(size_format), where, corrupt))
+    if length > limit:
+        raise ConfigError(f"{where}: {corrupt} (a header of {length} bytes; at most {limit} are read)")
+    raw = _exactly(fh, length, where, corrupt)
+    try:
+        text = raw.decode(encoding)
+        d = ast.literal_eval(text)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):  # the parser's limits included
+        shown = _cut(raw.decode(encoding, "replace").strip())
+        raise ConfigError(f"{where}: {corrupt} (its header is not a Python literal: {shown})") from None
+    if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
+        raise ConfigError(f"{where}: {corrupt} (its header is not a dict of descr, fortran_order and shape: "
+                          f"{_cut(text.strip())})")
+    shape, fortran = d["shape"], d["fortran_order"]
+    if not isinstance(shape, tuple) or not all(type(n) is int for n in shape):
+        raise ConfigError(f"{where}: bad .npy header: shape {_cut(repr(shape))} is not a tuple of integers")
+    if any(n < 0 for n in shape):
+        raise ConfigError(f"{where}: bad .npy header: shape {_cut(repr(shape))} has a negative length")
+    if type(fortran) is not bool:
+        raise ConfigError(f"{where}: bad .npy header: fortran_order {_cut(repr(fortran))} is not True or False")
+    try:
+        dtype = np.lib.format.descr_to_dtype(d["descr"])
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError, SyntaxError, RecursionError):
+        raise ConfigError(f"{where}: bad .npy header: descr {_cut(repr(d['descr']))} is not a dtype") from None
+    if len(shape) > MAX_RANK or math.prod(max(n, 1) for n in shape) * max(dtype.itemsize, 1) > INDEX_LIMIT:
+        raise ConfigError(f"{where}: bad .npy header: shape {_cut(repr(shape))} is beyond any array")
+    return dtype, shape, fortran
+
+
+def _exactly(fh: BinaryIO, n: int, where: str, corrupt: str) -> bytes:
+    data = fh.read(n)
+    if len(data) != n:
+        raise ConfigError(f"{where}: {corrupt} (it ends inside its header)")
+    return data
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    """A hostile file's own words, cut short enough for a one-line message."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, h: Header, where: str) -> np.ndarray:
@@ -194,7 +279,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, h: Header, where: s
             _read_into(fh, memoryview(flat).cast("B"), where)
     except ConfigError:
         raise
-    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as exc:
+    except ZIP_ERRORS as exc:
         raise ConfigError(f"{where}: corrupt member ({exc})") from None
     shaped = flat.reshape(h.shape[::-1]).T if h.fortran else flat.reshape(h.shape)
     return shaped.astype(h.dtype.newbyteorder("="), order="C", copy=False)
@@ -212,9 +297,9 @@ def _read_into(fh: BinaryIO, view: memoryview, where: str) -> None:
 def _meta(where: str, arr: np.ndarray) -> dict[str, Any]:
     try:
         meta = json.loads(str(arr[()]))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested beyond the parser's depth
         meta = None
-    if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
+    if not isinstance(meta, dict) or type(meta.get("format")) is not int:
         raise ConfigError(f"{where}: member {META}.npy is not nxgates' metadata")
     if meta["format"] > FORMAT_VERSION:
         raise ConfigError(f"{where}: format {meta['format']} is newer than this nxgates reads ({FORMAT_VERSION})")
