@@ -10,9 +10,21 @@ from typing import Any
 
 from nxgates import contract
 from nxgates.baseline.keys import label, shown_params
-from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, GateTimeout, NxError, ResourceError, refused_a_resource
+from nxgates.errors import (
+    EXIT_FAIL,
+    EXIT_INTERNAL,
+    EXIT_PASS,
+    EXIT_USAGE,
+    GateTimeout,
+    NxError,
+    ResourceError,
+    refused_a_resource,
+)
 from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
 from nxgates.registry import GateEntry
+
+#: the error kind of a planted run whose fault moved no pinned figure: a usage error (exit 2), never green
+INERT = "inert"
 
 
 @dataclass(eq=False)  # records, never compared by value; a generated __eq__ only costs start-up
@@ -25,7 +37,8 @@ class GateReport:
     seconds: float
     fault: str | None = None
     error: str | None = None  #: one line: "timed out after 5.0 s", "gate error: ..." or "internal error: ..."
-    #: "timeout", "gate" (the gate broke its contract: sys.exit, a wrong result; exit 1) or "crash" (exit 3)
+    #: "timeout", "gate" (the gate broke its contract: sys.exit, a wrong result; exit 1), "crash" (exit 3) or
+    #: "inert" (a planted fault that changed nothing the gate pins: exit 2, see :mod:`nxgates.plan`)
     error_kind: str | None = None
     traceback: str | None = None
     #: how lines name this run, e.g. ``lora[T=3 DM=6 R=2]`` (:func:`nxgates.baseline.keys.label`)
@@ -46,6 +59,8 @@ class GateReport:
             return f"{self.name}: RED -- {self.error}"
         if self.error_kind in ("crash", "gate"):
             return f"{self.name}: ERROR -- {self.error}"
+        if self.error_kind == INERT:
+            return f"{self.name}: NO PROOF -- {self.error}"
         return self.output.green if self.passed else self.output.red
 
 
@@ -151,9 +166,12 @@ def _failed(entry: GateEntry, params: dict[str, ParamValue], fault: str | None, 
 
 
 def exit_code(reports: list[GateReport]) -> int:
-    """pytest's convention: 0 all passed, 1 a check failed or timed out, 3 a gate crashed (a bug)."""
+    """pytest's convention: 0 all passed, 1 a check failed or timed out, 3 a gate crashed (a bug); and 2 when a
+    planted fault changed nothing, so the run could prove nothing."""
     if any(r.error_kind == "crash" for r in reports):
         return EXIT_INTERNAL
+    if any(r.error_kind == INERT for r in reports):
+        return EXIT_USAGE
     return EXIT_PASS if reports and all(r.passed for r in reports) else EXIT_FAIL
 
 

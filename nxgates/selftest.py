@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from nxgates.gatekit import ParamValue, Variant
-from nxgates.registry import GateEntry
-from nxgates.runner import GateReport, run_gate
+from nxgates.gatekit import Variant
+from nxgates.plan import RunPlan, fault_cannot_show, refused_report
+from nxgates.runner import GateReport
 
 
 class KillRow(NamedTuple):  # immutable: a NamedTuple costs start-up less than a dataclass
@@ -32,20 +32,27 @@ class KillRow(NamedTuple):  # immutable: a NamedTuple costs start-up less than a
         return self.report.error is None and not self.report.passed and failed >= set(self.expected)
 
 
-def selftest(entries: list[GateEntry], params: dict[str, dict[str, ParamValue]], timeout: float | None,
-             on_row: Callable[[KillRow], None] | None = None, rows: list[KillRow] | None = None) -> list[KillRow]:
-    """Every gate clean, then with each of its faults: the liar-kill table.
+def selftest(plan: RunPlan, on_row: Callable[[KillRow], None] | None = None,
+             rows: list[KillRow] | None = None) -> list[KillRow]:
+    """Every planned gate clean, then with each of its faults: the liar-kill table.
 
-    Rows are appended to ``rows`` as they finish, so a caller stopped midway still has the finished ones.
+    Each run goes through the plan as ``nxgates run`` would run it, so a fault the checks miss, or one that
+    changes nothing at these parameters, is a row that was not caught. Rows are appended to ``rows`` as they
+    finish, so a caller stopped midway still has the finished ones.
     """
     rows = [] if rows is None else rows
-    for entry in entries:
-        faults = [(None, None), *entry.gate.faults.items()]
-        for variant in (Variant("", {}), *entry.gate.selftest_variants()):
+    for gate in plan.gates:
+        faults = [(None, None), *gate.entry.gate.faults.items()]
+        for variant in (Variant("", {}), *gate.entry.gate.selftest_variants()):
             with variant.session():
                 for fault, spec in faults:
-                    report = run_gate(entry, {**params[entry.name], **variant.params}, fault=fault, timeout=timeout)
-                    row = KillRow(entry.name, fault, report, spec.caught_by if spec else (), variant.label)
+                    params = {**gate.params, **variant.params}
+                    why = None if fault is None else fault_cannot_show(gate.entry, fault, params)
+                    if why is not None:
+                        report = refused_report(gate.entry, params, fault, why)
+                    else:
+                        report = plan.run(gate, fault=fault, extra_params=variant.params)
+                    row = KillRow(gate.name, fault, report, spec.caught_by if spec else (), variant.label)
                     rows.append(row)
                     if on_row is not None:
                         on_row(row)

@@ -49,8 +49,8 @@ def test_a_green_gate_passes_every_item(run):
 
 def test_a_planted_fault_is_a_failed_item_with_the_detail(run):
     r = run("--nxgates", "lora", "--nxgates-inject", "grad-bug")
-    r.assert_outcomes(passed=2, failed=1)
-    r.stdout.fnmatch_lines(["collected 3 items", "*lora::gradcheck A (lora)*",
+    r.assert_outcomes(passed=3, failed=1)  # the liar-kill item passes: the fault was caught
+    r.stdout.fnmatch_lines(["collected 4 items", "*lora::gradcheck A (lora)*",
                             "11/12 cells within 70permil (worst=101permil)"])
     r.stdout.fnmatch_lines(["*FAILED lora::gradcheck A (lora) - Failed: 11/12 cells within 70permil*"])
 
@@ -78,7 +78,7 @@ def test_junitxml_has_the_items_and_the_failure(pytester, run):
     run("--nxgates", "lora", "--nxgates-inject", "train-base", f"--junitxml={pytester.path / 'out.xml'}")
     cases = ET.parse(pytester.path / "out.xml").getroot().iter("testcase")
     failed = {c.get("name"): c.find("failure") for c in cases}
-    assert sorted(failed) == sorted(["gradcheck A (lora)", "gradcheck B (lora)", "base W frozen"])
+    assert sorted(failed) == sorted(["gradcheck A (lora)", "gradcheck B (lora)", "base W frozen", "liar-kill"])
     assert failed["gradcheck A (lora)"] is None
     assert "cells of W changed during the run" in failed["base W frozen"].get("message")
 
@@ -116,7 +116,7 @@ def test_plugin_gates_work_the_same(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(EXAMPLE)]))
     r = pytester.runpytest_subprocess("-p", "nxgates", "-p", "no:cacheprovider",
                                       "--nxgates", "q20-dot", "--nxgates-inject", "drop-last")
-    r.assert_outcomes(passed=1, failed=1)
+    r.assert_outcomes(passed=2, failed=1)  # the liar-kill item passes: the fault was caught
     r.stdout.fnmatch_lines(["*FAILED q20-dot::dot products equal Python integers*"])
 
 
@@ -129,3 +129,51 @@ def test_the_plugin_module_is_cheap_to_import():
     new = set(out.stdout.split())
     assert {m for m in new if m.startswith("nxgates")} <= {"nxgates", "nxgates.pytest_plugin"}
     assert "numpy" not in new
+
+
+def test_compare_grads_makes_t4_an_item_that_passes_and_fails(pytester, run):
+    import numpy as np
+    from click.testing import CliRunner
+
+    from nxgates.cli import cli
+
+    saved = pytester.path / "g.npy"
+    assert CliRunner().invoke(cli, ["run", "parallel-grad", "--save-grads", str(saved)]).exit_code == 0
+    from nxgates.registry import load
+
+    (t4,) = [f"parallel-grad::{c}" for c in load(None).resolve("parallel-grad").gate.optional_checks]
+    r = run("--nxgates", "parallel-grad", "--nxgates-compare-grads", str(saved), "--collect-only", "-q")
+    assert t4 in r.stdout.lines
+    run("--nxgates", "parallel-grad", "--nxgates-compare-grads", str(saved)).assert_outcomes(passed=4)
+    grads = np.load(saved)
+    grads[0, 0] = np.nextafter(grads[0, 0], np.float32(np.inf))
+    np.save(saved, grads)
+    r = run("--nxgates", "parallel-grad", "--nxgates-compare-grads", str(saved))
+    r.assert_outcomes(passed=3, failed=1)
+    r.stdout.fnmatch_lines([f"FAILED {t4}*"])
+    r = run("--nxgates", "parallel-grad", "--nxgates-compare-grads", str(saved), "--nxgates-ulp", "1")
+    r.assert_outcomes(passed=4)
+
+
+def test_every_run_option_reaches_the_plan(run):
+    r = run("--nxgates", "parallel-grad", "--nxgates-reduction", "sequential", "--nxgates-set",
+            "reduction=tree")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "contradicts --set reduction=tree" in r.stderr.str()
+    r = run("--nxgates", "lora", "--nxgates-executor", "thread", "--nxgates-timeout", "0")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "--timeout 0.0" in r.stderr.str()
+    r = run("--nxgates", "lora", "--nxgates-baseline", "missing.json")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "missing.json" in r.stderr.str()
+    r = run("--nxgates", "lora", "--nxgates-repeat", "2", "--collect-only", "-q")
+    assert "lora::repeat: 2 runs agree" in r.stdout.lines
+
+
+def test_a_planted_fault_that_changes_nothing_is_a_usage_error(run):
+    r = run("--nxgates", "lora", "--nxgates-inject", "transposed-b", "--nxgates-set", "R=1")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "fault transposed-b changes nothing at these parameters" in r.stdout.str() + r.stderr.str()
+
+
+def test_a_missed_fault_fails_the_liar_kill_item(run):
+    r = run("--nxgates", "lora", "--nxgates-inject", "grad-bug", "--nxgates-set", "tol_permil=150")
+    r.assert_outcomes(passed=3, failed=1)
+    r.stdout.fnmatch_lines(["FAILED lora::liar-kill - Failed: fault grad-bug MISSED: it moved A_analytic*"])

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import (
-    config_option,
-    debug_option,
-    distinct_files,
-    load_registry,
-    refuse_two_on_stdout,
-    timeout_option,
-)
+from nxgates.cli.options import config_option, debug_option, timeout_option
 from nxgates.errors import EXIT_FAIL, ConfigError
 
 
@@ -39,6 +32,7 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
     the seed's format or --source constants cannot be read.
     """
     from nxgates import crosscheck as xc
+    from nxgates import plan
     from nxgates.reporting import files
     from nxgates.reporting.console import Renderer
     from nxgates.reporting.crosscheck import CrosscheckHeading, render_crosscheck
@@ -47,20 +41,19 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
         raise ConfigError(f"crosscheck takes one gate, not 'all': a log is one seed program's run (crosscheck "
                           f"knows: {known})")
-    entry = load_registry(config).resolve(gate)
+    entry = plan.load_registry(config).resolve(gate)
     if entry.module not in xc.LOG_FORMATS:
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
         raise ConfigError(f"gate {entry.name!r} has no seed log format to crosscheck (crosscheck knows: {known})")
-    refuse_two_on_stdout(json_path, junit_path)
-    distinct_files({"--json": json_path, "--junit": junit_path, "LOG": log, "--source": source, "--inputs": inputs})
+    plan.check_stdout_reports({"--json": json_path, "--junit": junit_path})
+    plan.distinct_files({"--json": json_path, "--junit": junit_path, "LOG": log, "--source": source,
+                         "--inputs": inputs})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
     params = xc.effective_params(entry, preset, sets, source)
     options = {}
     if inputs is not None:
-        from nxgates.core.tensors.load import inputs_for_run
-
-        chosen, options["inputs"] = inputs_for_run([entry], {entry.name: params}, sets, inputs)
+        chosen, options["inputs"] = plan.resolve_inputs([entry], {entry.name: params}, sets, inputs)
         params = chosen[entry.name]
     parsed = xc.parse_log(xc.read_log(log), entry.module, f"log {log}")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -77,32 +76,3 @@ def load_registry(config: str | None) -> Registry:
     if config == "":
         raise ConfigError("--config: empty path")
     return registry.load(config)
-
-
-def refuse_two_on_stdout(json_path: str | None, junit_path: str | None) -> None:
-    if json_path == "-" and junit_path == "-":
-        raise ConfigError("--json - and --junit - cannot both write to stdout")
-
-
-def distinct_files(paths: dict[str, str | None]) -> None:
-    """Two options naming one file would lose one of them (a report overwritten by the other, a log or
-    gradients overwritten while read): exit 2. Paths are compared as real paths, and existing files by
-    device and inode, so ``./r.json``, a symlink and a hardlink all count as the same file."""
-    from nxgates.safeio import same_file_key
-
-    seen: dict[object, str] = {}
-    for flag, path in paths.items():
-        if path == "":
-            raise ConfigError(f"{flag}: empty path")
-        if path is None or path == "-":
-            continue
-        try:
-            real = os.path.realpath(path)
-        except OSError as exc:  # e.g. the current directory was deleted under us
-            raise ConfigError(f"{flag} {path}: cannot resolve the path: {exc.strerror or exc}") from None
-        for key in (real, same_file_key(path)):
-            if key is None:
-                continue
-            if key in seen:
-                raise ConfigError(f"{seen[key]} and {flag} name the same file {path}; give each its own")
-            seen[key] = flag

@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import click
 
-from nxgates.cli.options import (
-    MAX_REPEAT,
-    OnceOption,
-    config_option,
-    debug_option,
-    distinct_files,
-    load_registry,
-    refuse_two_on_stdout,
-    timeout_option,
-)
+from nxgates.cli.options import MAX_REPEAT, OnceOption, config_option, debug_option, timeout_option
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL, ConfigError
-
-#: the options only some gates take, as (run_cmd's parameter, the flag a user typed)
-GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-grads"), ("scheduler", "--scheduler"),
-                ("inputs", "--inputs"), ("ulp", "--ulp"))
 
 
 @click.command("run")
@@ -66,7 +52,10 @@ GATE_OPTIONS = (("save_grads", "--save-grads"), ("compare_grads", "--compare-gra
               help="Run one gate on these tensors: an .npz as `nxgates export` writes, or a directory of raw "
                    "little-endian NAME.bin dumps (sizes from the parameters).")
 @click.option("--ulp", cls=OnceOption, type=click.IntRange(min=0), default=None, metavar="N",
-              help="parallel-grad: --compare-grads passes within N ULPs per cell (default 0: bit-identical).")
+              help="parallel-grad: --compare-grads passes within N ULPs per cell (default 0: bit-identical; at "
+                   "most 2^23, one binade).")
+@click.option("--target", cls=OnceOption, default=None, metavar="SPEC",
+              help="invariance: the function to gate, package.module:callable or path/to/file.py:callable.")
 @click.option("--annotations", cls=OnceOption, type=click.Choice(("github", "none")), default=None,
               help="FAIL lines as GitHub ::error annotations (default: github when GITHUB_ACTIONS=true).")
 @click.option("--summary", "summary_path", cls=OnceOption, default=None, metavar="PATH",
@@ -78,56 +67,23 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
             json_path: str | None, junit_path: str | None, quiet: bool, verbose: bool, repeat: int,
             timeout: float | None, fault: str | None, executor: str | None, scheduler: str | None,
             save_grads: str | None, compare_grads: str | None, baseline: str | None, update_baseline: str | None,
-            baseline_missing: str, reduction: str | None, inputs: str | None, ulp: int | None,
+            baseline_missing: str, reduction: str | None, inputs: str | None, ulp: int | None, target: str | None,
             annotations: str | None, summary_path: str | None, html_path: str | None, debug: bool) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
-    from nxgates import registry
     from nxgates.cli.exits import stop_reason
     from nxgates.cli.signals import signals_held
+    from nxgates.errors import NxError
+    from nxgates.plan import RunRequest, plan_run
     from nxgates.reporting import files
     from nxgates.reporting.console import Renderer, RichProgress
-    from nxgates.runner import exit_code, run_repeated
+    from nxgates.runner import INERT, exit_code
 
     if quiet and verbose:
         raise ConfigError("-q/--quiet and -v/--verbose cannot be combined")
-    reg = load_registry(config)
-    entries = reg.select(gates)
-    if scheduler == "":
-        raise ConfigError("--scheduler: empty address (give host:port, or leave it out for a LocalCluster)")
-    if executor is not None:
-        if not any("executor" in e.gate.params for e in entries):
-            raise ConfigError(f"--executor: unknown parameter for {', '.join(e.name for e in entries)} "
-                              "(only gates with a worker pool take it)")
-        sets = (*sets, f"executor={executor}")
-    if reduction is not None:
-        sets = (*sets, f"reduction={reduction}")
-    params = registry.effective_params(entries, preset, sets)
-    options: dict[str, Any] = {"save_grads": save_grads, "compare_grads": compare_grads, "scheduler": scheduler,
-                               "inputs": None, "ulp": ulp}
-    if inputs is not None:
-        from nxgates.core.tensors.load import inputs_for_run
-
-        params, options["inputs"] = inputs_for_run(entries, params, sets, inputs)
-    for opt, flag in GATE_OPTIONS:
-        if options[opt] is not None and not any(opt in e.gate.options for e in entries):
-            raise ConfigError(f"{flag} applies to none of: {', '.join(e.name for e in entries)}")
-    if fault is not None:
-        for e in entries:
-            if fault not in e.gate.faults:
-                known = ", ".join(e.gate.faults) or "none"
-                raise ConfigError(f"gate {e.name!r} has no fault {fault!r} (faults: {known})")
-            if (why := e.gate.fault_applies(fault, params[e.name])) is not None:
-                raise ConfigError(f"--inject {fault}: {why}")
-    refuse_two_on_stdout(json_path, junit_path)
-    distinct_files({"--json": json_path, "--junit": junit_path, "--save-grads": save_grads,
-                    "--compare-grads": compare_grads, "--baseline": baseline, "--update-baseline": update_baseline,
-                    "--inputs": inputs, "--summary": summary_path, "--html": html_path})
-    files.check_writable(json_path, "--json")
-    files.check_writable(junit_path, "--junit")
-    if save_grads is not None:
-        from nxgates.safeio import output_path
-
-        output_path(save_grads, "--save-grads", stdout_ok=False)
+    reports = {"--json": json_path, "--junit": junit_path, "--summary": summary_path, "--html": html_path}
+    plan = plan_run(RunRequest(
+        gates, sets, preset, config, fault, executor, reduction, scheduler, save_grads, compare_grads, inputs, ulp,
+        target, baseline, update_baseline, baseline_missing, timeout, repeat, reports))
     to_github = None  #: the GitHub output asked for; its module is imported only where it may write
     if annotations is not None or summary_path is not None or "GITHUB_ACTIONS" in os.environ:
         from nxgates.reporting import github
@@ -138,12 +94,6 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         from nxgates.reporting.html import require_plotting
 
         require_plotting()
-        files.check_writable(html_path, "--html")
-    pinned: dict[str, Any] | None = None  #: the --baseline document the gates are compared with
-    if baseline is not None or update_baseline is not None:
-        from nxgates.baseline import session
-
-        pinned = session.prepare(session.BaselineOptions(baseline, update_baseline, baseline_missing), fault)
 
     from nxgates.streams import check_written, human_stream, require_stdout, stdout_to_stderr
 
@@ -151,18 +101,16 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         require_stdout("the report")
     human = human_stream(to_stderr="-" in (json_path, junit_path))
     renderer = Renderer(human, quiet=quiet, verbose=verbose)
-    for warning in registry.repeated_sets(sets):
+    for warning in plan.warnings:
         click.echo(f"nxgates: warning: {warning}", err=True)
     done = []
     interrupted: KeyboardInterrupt | None = None
+    refused: NxError | None = None  #: a later gate that could not run: the finished gates' reports still count
     quiet_stdout = stdout_to_stderr("-" in (json_path, junit_path))  # a gate's print() must not corrupt it
     try:
-        for e in entries:
+        for gate in plan.gates:
             progress = RichProgress(human) if renderer.console is not None else None
-            report = run_repeated(e, params[e.name], repeat, fault=fault, timeout=timeout, progress=progress,
-                                  options={k: v for k, v in options.items() if k in e.gate.options})
-            if pinned is not None:
-                session.add_check(report, pinned, str(baseline), baseline_missing)
+            report = plan.run(gate, progress=progress)
             done.append(report)
             renderer.gate(report)
             if report.traceback and debug:
@@ -170,28 +118,36 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated)
         interrupted = exc
         click.echo(f"nxgates: {stop_reason(exc)[0]}; writing the reports of finished gates", err=True)
+    except NxError as exc:  # e.g. sizes beyond this machine's memory, found only when the gate started
+        refused = exc
     finally:
         quiet_stdout.close()
+    stopped = interrupted is not None or refused is not None
     with signals_held():  # a second Ctrl-C or SIGTERM must not leave a report half written
         renderer.summary(done)
-        files.write_reports(done, json_path=json_path, junit_path=junit_path, interrupted=interrupted is not None)
+        files.write_reports(done, json_path=json_path, junit_path=junit_path, interrupted=stopped)
         if to_github is not None or html_path is not None:  # both from the JSON report's document
             from nxgates.reporting.json_report import to_json
 
-            doc = to_json(done, interrupted is not None)
+            doc = to_json(done, stopped)
             if to_github is not None:
                 github.publish(to_github, doc, lambda line: human.write(line + "\n"))
             if html_path is not None:
                 from nxgates.reporting.html import html_text
 
                 files.write_text(html_path, html_text(doc), "--html")
-        if update_baseline is not None and interrupted is None:
-            for warning in session.update(update_baseline, done):
+        if not stopped:
+            for warning in plan.update_baseline(done):
                 click.echo(f"nxgates: warning: {warning}", err=True)
     check_written(human)
+    if refused is not None:
+        raise refused
     if interrupted is not None:
         return stop_reason(interrupted)[1]
     code = exit_code(done)
     if code == EXIT_INTERNAL:
         click.echo("nxgates: internal error in a gate (run with --debug for the traceback)", err=True)
+    for report in done:
+        if report.error_kind == INERT:
+            click.echo(f"nxgates: error: {report.name}: {report.error}", err=True)
     return code if done else EXIT_FAIL

@@ -4,35 +4,41 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import OnceOption, config_option, debug_option, load_registry, timeout_option
+from nxgates.cli.options import OnceOption, config_option, debug_option, timeout_option
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL
 
 
 @click.command("selftest")
 @click.argument("gates", nargs=-1)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a parameter, as for run (repeatable; GATE.KEY=VALUE targets one gate).")
+@click.option("--preset", cls=OnceOption, default=None, metavar="NAME", help="Parameter preset, as for run.")
+@click.option("--inputs", cls=OnceOption, default=None, metavar="PATH",
+              help="Prove the gate on these tensors, as for run.")
+@click.option("--target", cls=OnceOption, default=None, metavar="SPEC",
+              help="invariance: prove the gate on this function, as for run.")
 @config_option
 @click.option("--json", "json_path", cls=OnceOption, default=None, metavar="PATH",
               help="Write the kill table and every run as JSON ('-' = stdout).")
 @timeout_option("Per-run time limit (inf = no limit).")
 @debug_option
-def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | None, timeout: float | None,
+def selftest_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, inputs: str | None,
+                 target: str | None, config: str | None, json_path: str | None, timeout: float | None,
                  debug: bool) -> int:
     """Prove every gate can fail: run each clean (must PASS) and with each planted fault (must FAIL).
 
     Exits 0 only when every clean run passes and every fault is caught by the checks it names.
     """
-    from nxgates import registry
     from nxgates.cli.exits import stop_reason
     from nxgates.cli.signals import signals_held
+    from nxgates.plan import RunRequest, plan_run
     from nxgates.reporting import files
     from nxgates.reporting.console import Renderer
     from nxgates.reporting.selftest import KillTable, selftest_json_text
     from nxgates.selftest import KillRow, selftest
 
-    reg = load_registry(config)
-    entries = reg.select(gates or ("all",))
-    params = registry.effective_params(entries, None, ())
-    files.check_writable(json_path, "--json")
+    plan = plan_run(RunRequest(gates or ("all",), sets, preset, config, inputs=inputs, target=target,
+                               timeout=timeout, reports={"--json": json_path}), for_selftest=True)
     from nxgates.streams import check_written, human_stream, require_stdout, stdout_to_stderr
 
     if json_path == "-":
@@ -49,7 +55,7 @@ def selftest_cmd(gates: tuple[str, ...], config: str | None, json_path: str | No
     interrupted: KeyboardInterrupt | None = None
     quiet_stdout = stdout_to_stderr(json_path == "-")  # a gate's print() must not corrupt the JSON
     try:
-        selftest(entries, params, timeout, on_row=show, rows=rows)
+        selftest(plan, on_row=show, rows=rows)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the rows so far are reported
         interrupted = exc
         click.echo(f"nxgates: {stop_reason(exc)[0]}; writing the report of the finished runs", err=True)
