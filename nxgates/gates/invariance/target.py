@@ -1,0 +1,118 @@
+"""What the gate checks: the callable a ``--target`` SPEC names, and the arrays of ``--inputs``.
+
+A SPEC is ``package.module:callable`` (imported from ``sys.path``, as ``import`` would) or
+``path/to/file.py:callable``; the callable may be a dotted attribute path (``Model.forward``). A file is
+loaded as pytest's importlib mode loads a test file: under a module name of its own, and its folder is
+never put on ``sys.path``. Anything that stops the callable from being found is one line and exit 2,
+before any call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nxgates.core.memory import require
+from nxgates.core.tensors.read import META, _header, _read_member
+from nxgates.errors import ConfigError
+from nxgates.gates.invariance.calls import OUTPUT_KINDS
+from nxgates.safeio import regular_file
+
+#: the prefix of the module name a target file is loaded under
+FILE_MODULE_PREFIX = "nxgates_invariance_target_"
+
+
+def load_target(spec: str) -> Callable[..., Any]:
+    """The callable ``spec`` names; a :class:`ConfigError` saying why when there is none."""
+    where = f"--target {spec}"
+    module_part, sep, attr = spec.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise ConfigError(f"{where}: expected package.module:callable or path/to/file.py:callable")
+    is_file = module_part.endswith(".py") or os.sep in module_part or "/" in module_part
+    module = _load_file(module_part, where) if is_file else _import(module_part, where)
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"{where}: {module_part} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise ConfigError(f"{where}: {attr} is a {type(obj).__name__}, not a callable")
+    return obj
+
+
+def _import(name: str, where: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except (Exception, SystemExit) as exc:  # the module's own error, whatever it is: the user's to fix
+        raise ConfigError(f"{where}: cannot import {name}: {_said(exc)}") from None
+
+
+def _load_file(path: str, where: str) -> Any:
+    """Execute the file as a module of its own name (from its real path: one file, one module)."""
+    regular_file(path, "--target")
+    real = os.path.realpath(path)
+    stem = "".join(ch if ch.isalnum() else "_" for ch in os.path.splitext(os.path.basename(real))[0])
+    name = f"{FILE_MODULE_PREFIX}{stem}_{hashlib.sha256(real.encode()).hexdigest()[:12]}"
+    spec = importlib.util.spec_from_file_location(name, real)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{where}: {path} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import would: dataclasses and pickling look their module up there
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        del sys.modules[name]
+        raise ConfigError(f"{where}: cannot import {path}: {_said(exc)}") from None
+    return module
+
+
+def _said(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def pickle_by_value(fn: Callable[..., Any]) -> None:
+    """A target loaded from a file is found by no other process: a Dask worker gets its module by value."""
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    if module is not None and module.__name__.startswith(FILE_MODULE_PREFIX):
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(module)
+
+
+def read_arrays(path: str, flag: str = "--inputs") -> dict[str, np.ndarray]:
+    """Every array of an ``.npz``, whatever its names, numeric or bool dtype and shape (converted to native C
+    order), read with the checks of :mod:`nxgates.core.tensors.read`: sizes before data, no pickles. The
+    metadata member ``nxgates export`` writes is left out."""
+    where = f"{flag} {path}"
+    regular_file(path, flag)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise ConfigError(f"{where}: not a readable .npz archive ({exc})") from None
+    with zf:
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in zf.infolist():
+            name = info.filename
+            if not name.endswith(".npy") or name[:-4] in members:
+                raise ConfigError(f"{where}: unexpected member {name!r} (an .npz holds one NAME.npy per array)")
+            if name[:-4] != META:
+                members[name[:-4]] = info
+        if not members:
+            raise ConfigError(f"{where}: holds no arrays")
+        headers = {name: _header(zf, info, f"{where}: array {name}") for name, info in members.items()}
+        for name, h in headers.items():
+            if h.dtype.kind not in OUTPUT_KINDS or h.dtype.fields is not None:
+                raise ConfigError(f"{where}: array {name}: dtype {h.dtype} (numbers or bools only)")
+        require(2 * sum(h.nbytes for h in headers.values()), f"{where}: its arrays")  # read, then converted
+        return {name: _read_member(zf, members[name], headers[name], f"{where}: array {name}")
+                for name in sorted(members)}
