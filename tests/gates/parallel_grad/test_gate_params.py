@@ -104,8 +104,8 @@ def test_grad_tensors_are_w1_then_w2_row_major():
 # ---- T4 ----
 
 class Report:
-    def __init__(self, max_ulps=3, nonfinite=0, passes=False):
-        self.max_ulps, self.nonfinite, self._passes = max_ulps, nonfinite, passes
+    def __init__(self, max_ulps=3, nonfinite=0, passes=False, sign=0):
+        self.max_ulps, self.nonfinite, self._passes, self.sign = max_ulps, nonfinite, passes, sign
         self.asked = []
 
     def passes(self, ulps):
@@ -125,7 +125,7 @@ def _t4(mismatches, ulps, report):
 def test_t4_passes_on_no_difference_naming_the_digest():
     out = _t4(0, 0, None)
     assert [(c.name, c.passed, c.detail) for c in out.checks] == [
-        (gate.T4, True, "matches g.npy (sha256 0123456789abcdef)")]
+        (gate.T4, True, "matches g.npy (sha256 0123456789abcdef), BIT-IDENTICAL")]
     assert len(out.items) == 1
 
 
@@ -134,8 +134,8 @@ def test_t4_within_the_ulps_passes_with_the_largest():
     out = _t4(5, 3, report)
     assert report.asked == [3]
     assert [(i.text, i.level) for i in out.items[:2]] == [("   W1: 2 cells", "detail"), ("   W2: 1 cell", "detail")]
-    assert [(c.passed, c.detail) for c in out.checks] == [(True, "5 cells differ from g.npy, all within 3 ULP "
-                                                                 "(largest 2)")]
+    assert [(c.passed, c.detail) for c in out.checks] == [(True, "within 3 ULP (5 cells differ from g.npy, "
+                                                                 "worst 2 ULP)")]
 
 
 def test_t4_bit_for_bit_fails_without_naming_a_bound():
@@ -151,7 +151,23 @@ def test_t4_beyond_the_ulps_names_the_bound_and_nonfinite_cells():
     out = _t4(1, 0, Report(max_ulps=9, nonfinite=1))
     assert out.checks[0].detail == "1 cells differ from g.npy, largest 9 ULP, 1 non-finite"
     out = _t4(1, 2, Report(max_ulps=1, nonfinite=1, passes=True))
-    assert out.checks[0].detail == "1 cells differ from g.npy, all within 2 ULP (largest 1)"
+    assert out.checks[0].detail == "within 2 ULP (1 cells differ from g.npy, worst 1 ULP)"
+
+
+def test_t4_says_bit_identical_only_when_no_cell_differs():
+    assert "BIT-IDENTICAL" in _t4(0, 2, None).checks[0].detail
+    for mismatches, ulps, report in ((1, 2, Report(max_ulps=0, passes=True)), (3, 9, Report(max_ulps=9, passes=True)),
+                                     (3, 0, Report(max_ulps=1))):
+        c = _t4(mismatches, ulps, report).checks[0]
+        assert "BIT-IDENTICAL" not in f"{c.name} {c.detail}" and f"{mismatches} cells differ" in c.detail
+
+
+def test_t4_names_the_cells_of_opposite_sign_whether_it_passes_or_fails():
+    """Sign differences are close only between tiny numbers; a pass or a FAIL says how many there were."""
+    passing = _t4(2, 9, Report(max_ulps=4, passes=True, sign=2)).checks[0]
+    assert passing.detail == "within 9 ULP (2 cells differ from g.npy, worst 4 ULP, 2 of opposite sign)"
+    failing = _t4(5, 2, Report(max_ulps=2132141538, sign=5)).checks[0]
+    assert failing.detail == "5 cells differ from g.npy, largest 2132141538 ULP (> 2), 5 of opposite sign"
 
 
 # ---- the selftest's variants ----

@@ -68,7 +68,7 @@ def test_save_then_compare_reports_the_file_and_t4(tmp_path):
     assert np.load(path).shape == (8, 192)
     out = pg.run(ctx(SEED, compare_grads=str(path), ulp=2))
     (t4,) = [c for c in out.checks if c.name == pg.T4]
-    assert t4 == Check(pg.T4, True, f"matches {path} (sha256 {SEED_SHA[:16]})", t4.seconds)
+    assert t4 == Check(pg.T4, True, f"matches {path} (sha256 {SEED_SHA[:16]}), BIT-IDENTICAL", t4.seconds)
     assert out.metrics["compare_grads"]["ulp"] == 2 and "compare_grads" not in saved.metrics
     plain = pg.run(ctx(SEED, compare_grads=str(path)))
     assert plain.metrics["compare_grads"]["ulp"] == 0
@@ -85,7 +85,7 @@ def test_a_compared_file_one_ulp_off_fails_t4_with_the_bound(tmp_path):
     assert (t4.passed, t4.detail) == (False, f"1 cells differ from {path}, largest 1 ULP")
     out = pg.run(ctx(SEED, compare_grads=str(path), ulp=1))
     (t4,) = [c for c in out.checks if c.name == pg.T4]
-    assert (t4.passed, t4.detail) == (True, f"1 cells differ from {path}, all within 1 ULP (largest 1)")
+    assert (t4.passed, t4.detail) == (True, f"within 1 ULP (1 cells differ from {path}, worst 1 ULP)")
 
 
 def test_a_dropped_task_fails_t2_naming_it_and_is_listed_as_lost():
