@@ -33,6 +33,7 @@ from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gates._verdict import NamedRedOutput
 
 PARAMS = {
     "T": MODEL_PARAMS["T"],
@@ -179,7 +180,7 @@ def run(ctx: RunContext) -> GateOutput:
 def _run(ctx: RunContext, p: dict) -> GateOutput:
     T, DM, R, steps, lr_q = p["T"], p["DM"], p["R"], p["steps"], p["lr_q"]
     delta, tol = p["delta"], p["tol_permil"]
-    out = GateOutput()
+    out = NamedRedOutput((L1, L2, L3, L4))
     out.info(f"=== nx_intfp_lora_train: train ONLY the LoRA adapter (rank {R}) in Q20 INTEGER, no float: "
              f"{steps} steps of A -= (lr_q * dA) / S, lr_q={lr_q} ===")
     foreign = ctx.options.get("compare_grads")
@@ -225,6 +226,8 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
     out.green = (f"NX-INTFP-LORA-TRAIN GREEN -- {steps} integer steps train ONLY A,B: loss falls every step, "
                  "base W frozen, final adapter grads gradchecked, reproducible.")
     out.red = "NX-INTFP-LORA-TRAIN RED -- the adapter training loop is wrong (see FAIL lines)"
+    out.others_failed("NX-INTFP-LORA-TRAIN RED", f"{steps} integer steps train ONLY A,B: loss falls every step, "
+                      "base W frozen, final adapter grads gradchecked, reproducible")
     out.metrics = {
         "losses": [int(v) for v in run1.losses],
         "steps": steps,

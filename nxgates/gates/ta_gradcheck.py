@@ -21,6 +21,7 @@ from nxgates.core.tape import F32, Node, Tape, tree_sum
 from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
 from nxgates.gates._tape_faults import ReluGradEverywhereTape
+from nxgates.gates._verdict import NamedRedOutput
 
 PARAMS = {
     **mlp_params(IntParam("examples whose gradients are checked", min=1, max=1 << 16), max_width=1 << 16,
@@ -68,6 +69,10 @@ OPS = [
 ]
 
 
+#: every check the gate records: one per op, then the MLP's
+CHECKS = (*(f"op {c.name}" for c in OPS), "MLP per-example grads")
+
+
 def check_op(case: OpCase, step: float, tol: int, fault: str | None,
              reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum) -> Verdict:
     """L = sum(op(inputs) * weights); tape gradient of every input vs float64 central differences."""
@@ -106,7 +111,7 @@ def validate(p: dict) -> None:
 def run(ctx: RunContext) -> GateOutput:
     p = ctx.params
     step, tol = 10.0 ** -p["step_exp"], p["tol_permil"]
-    out = GateOutput()
+    out = NamedRedOutput(CHECKS)
     out.info(f"nx_ta_gradcheck: f32 tape autograd vs float64 central differences (d=1e-{p['step_exp']}, "
              f"tol={tol}permil of max|grad|)")
     ok = 0
@@ -142,6 +147,8 @@ def run(ctx: RunContext) -> GateOutput:
     passed = ok + mlp_ok
     out.green = f"TA-GRADCHECK GREEN {passed}/{total} -- every autograd op and the MLP match float64 differences"
     out.red = f"TA-GRADCHECK RED {passed}/{total} -- an autograd gradient is wrong"
+    out.others_failed(f"TA-GRADCHECK RED {passed}/{total}", "every autograd op and the MLP match float64 "
+                      "differences")
     out.metrics = {"ops_passed": ok, "ops": len(OPS), "mlp_cells": cells, "mlp_cells_passed": n_pass,
                    "mlp_worst_permil": worst}
     out.digest = f"{ok}:{n_pass}:{worst}"
@@ -161,7 +168,7 @@ def _pin(out: GateOutput, op: str, v: Verdict) -> None:
 
 GATE = GateDef(
     params=PARAMS,
-    checks=(*(f"op {c.name}" for c in OPS), "MLP per-example grads"),
+    checks=CHECKS,
     run=run,
     faults=FAULTS,
     validate=validate,

@@ -18,6 +18,7 @@ from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.core.train import batch_mean, tree_levels
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gates._verdict import NamedRedOutput
 from nxgates.gates.dp_train.training import STALE_WORKER, SgdTrainer, TrainingJob, TrainingRun
 
 #: what executor=auto means here: dask given a scheduler address, else processes from NP = 16384 up (the
@@ -100,7 +101,7 @@ def run(ctx: RunContext) -> GateOutput:
     scheduler = ctx.options.get("scheduler")
     executor = choose_executor(p["executor"], scheduler, AUTO_EXECUTOR, dims.n_params)
     n_workers = p["workers"] or auto_workers()
-    out = GateOutput()
+    out = NamedRedOutput((D1, D2, D3, D4))
     out.info(f"nx_dp_train: {steps} steps of minibatch SGD (B={B}, lr=constf({p['lr_num']},{p['lr_den']})="
              f"{float(lr):.9g}) on the f32 autograd; batch gradient = pairwise tree over the examples / B")
     ctx.progress.start("training steps", 3 * steps)
@@ -157,6 +158,8 @@ def run(ctx: RunContext) -> GateOutput:
     out.green = ("DP-TRAIN GREEN -- data-parallel SGD on the worker pool is bit-identical to serial SGD at every "
                  "step, across worker counts; the loss falls and the batch gradient is right.")
     out.red = "DP-TRAIN RED -- data-parallel training is not correct (see FAIL lines)"
+    out.others_failed("DP-TRAIN RED", "data-parallel SGD bit-identical to serial SGD at every step, across "
+                      "worker counts; the loss falls and the batch gradient is right")
     return out
 
 

@@ -24,6 +24,7 @@ from nxgates.core.q20 import S, tdiv
 from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 from nxgates.errors import ResourceError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
+from nxgates.gates._verdict import NamedRedOutput
 
 #: ``executor=auto``: dask given a scheduler address, else forked processes (the cells share memory)
 AUTO_EXECUTOR = AutoExecutor()
@@ -84,7 +85,7 @@ def run(ctx: RunContext) -> GateOutput:
 
 
 def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> GateOutput:
-    out = GateOutput()
+    out = NamedRedOutput((CHECK_A, CHECK_B, CHECK_FROZEN))
     foreign = ctx.options.get("compare_grads")
     theirs = read_foreign_grads(foreign, ctx.params) if foreign is not None else None
     given = ctx.options.get("inputs")
@@ -138,6 +139,8 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
     out.green = (f"NX-INTFP-LORA verdict=GREEN {n_ok}/{trained} -- integer LoRA/PEFT PROVEN (frozen base + "
                  "low-rank adapter grads), no float.")
     out.red = f"NX-INTFP-LORA verdict=RED {n_ok}/{trained} -- adapter Q-scaling bug or base W not frozen"
+    out.others_failed(f"NX-INTFP-LORA verdict=RED {n_ok}/{trained}",
+                      "adapter gradients gradchecked and base W frozen")
     out.metrics = {
         "loss_q": f.loss,
         "trained_params": trained,

@@ -22,6 +22,7 @@ from nxgates.core.pool import (
 )
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, GateOutput, IntParam, RunContext, Variant
+from nxgates.gates._verdict import NamedRedOutput
 from nxgates.gates.parallel_grad.checks import T1, T2, T3, T4, judge_t1, pool_problems
 from nxgates.gates.parallel_grad.faults import POOL_FAULTS, plant_shared_arena
 from nxgates.gates.parallel_grad.host_memory import HostFiles
@@ -32,6 +33,10 @@ from nxgates.gates.parallel_grad.stream import PoolStart, stream
 #: threads. Measured on 2 cores (make bench): threads hold the GIL between numpy calls and gain nothing at any
 #: size here; forked processes reach 1.6x at NP = 34k and 1.8x at NP = 203k, but cost a fork at start.
 AUTO_EXECUTOR = AutoExecutor(process_from=16384)
+
+#: the loosest ``--ulp``: one binade of float32 (2^23 values). Any wider and the numbers compared may differ by
+#: more than a factor of two, or in sign, and still pass.
+ULP_MAX = 1 << 23
 
 PARAMS = {
     **mlp_params(IntParam("examples in the batch (one pool task each)", min=2, max=1 << 20)),
@@ -69,8 +74,11 @@ def run(ctx: RunContext) -> GateOutput:
     p = ctx.params
     dims = Dims.of(p)
     B = p["B"]
-    if ctx.options.get("ulp") is not None and ctx.options.get("compare_grads") is None:
+    ulp = ctx.options.get("ulp")
+    if ulp is not None and ctx.options.get("compare_grads") is None:
         raise ConfigError("--ulp sets how close --compare-grads must be; give --compare-grads FILE too")
+    if ulp is not None and not 0 <= ulp <= ULP_MAX:
+        raise ConfigError(f"--ulp {ulp} is out of range [0, {ULP_MAX}] (at most one binade of float32)")
     compare = GradReader.open(ctx.options.get("compare_grads"), B, dims.n_params, grad_tensors(dims))
     scheduler = ctx.options.get("scheduler")
     host = HostFiles()
@@ -89,7 +97,7 @@ def run(ctx: RunContext) -> GateOutput:
 
 def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int, compare: GradReader | None
          ) -> GateOutput:
-    out = GateOutput()
+    out = NamedRedOutput((T1, T2, T3))
     NP = dims.n_params
     chunk = chunk_examples(NP, pool.n_workers, B, pool.remote)
     # a remote pool's workers on this host write their rows straight into host memory, as forked ones do
@@ -192,6 +200,8 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
     out.green = ("TA-PARALLEL-GRAD GREEN -- the f32 autograd trains DATA-PARALLEL on the worker pool, "
                  "per-example gradients bit-identical to serial.")
     out.red = "TA-PARALLEL-GRAD RED -- parallel training not correct (see mismatches)"
+    out.others_failed("TA-PARALLEL-GRAD RED", "parallel per-example gradients bit-identical to serial, on >1 "
+                      "worker, reproducible")
     return out
 
 
@@ -204,18 +214,23 @@ def grad_tensors(dims: Dims) -> tuple:
 
 def judge_t4(out: GateOutput, compare: GradReader, mismatches: int, path: str, ulps: int, digest: str) -> None:
     """T4: the file's rows equal ours bit for bit (``ulps`` 0) or within ``ulps`` ULPs; where they differ,
-    the report says where and by how much (lines and the ``compare_grads`` metrics)."""
+    the report says where and by how much (lines and the ``compare_grads`` metrics). BIT-IDENTICAL is said
+    only when no cell differs; a pass within ULPs says how many cells differ, how far, and how many in sign."""
     report = compare.report
     if mismatches == 0:
-        out.check(T4, True, f"matches {path} (sha256 {digest[:16]})")
+        out.check(T4, True, f"matches {path} (sha256 {digest[:16]}), BIT-IDENTICAL")
         return
     passed = report.passes(ulps)
-    within = f", all within {ulps} ULP (largest {report.max_ulps})" if passed else (
-        f", largest {report.max_ulps} ULP" + (f" (> {ulps})" if ulps else "") +
-        (f", {report.nonfinite} non-finite" if report.nonfinite else ""))
+    sign = f", {report.sign} of opposite sign" if report.sign else ""
     for line in report.lines():
         out.detail(line)
-    out.check(T4, passed, f"{mismatches} cells differ from {path}{within}")
+    if passed:
+        out.check(T4, True, f"within {ulps} ULP ({mismatches} cells differ from {path}, worst {report.max_ulps} "
+                            f"ULP{sign})")
+        return
+    out.check(T4, False, f"{mismatches} cells differ from {path}, largest {report.max_ulps} ULP"
+              + (f" (> {ulps})" if ulps else "") + (f", {report.nonfinite} non-finite" if report.nonfinite else "")
+              + sign)
 
 
 def selftest_variants() -> tuple[Variant, ...]:
