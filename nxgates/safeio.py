@@ -4,6 +4,9 @@ regular file.
 A config, a log or a gradient file that turns out to be ``/dev/zero``, a FIFO nobody writes to, or a
 multi-gigabyte file must end in one line and exit 2, at once: never 24 GB of memory, a hang or a
 traceback. Every file nxgates reads on a user's behalf goes through here.
+
+A path in an error line is :func:`nxgates.streams.shown`: a name holding a newline, an escape sequence or
+bytes that are not UTF-8 is named escaped, on one line.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import BinaryIO, NamedTuple
 
 from nxgates.core.memory import fmt_bytes
 from nxgates.errors import ConfigError
+from nxgates.streams import shown
 
 TOML_LIMIT = 1 << 20  #: a gates.toml is a few KiB; 1 MiB is generous
 LOG_LIMIT = 64 << 20  #: a seed's stdout, failing-cell lines included, at the largest sizes
@@ -31,13 +35,13 @@ def regular_file(path: str | Path, what: str) -> Path:
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise ConfigError(f"{what} {path}: no such file") from None
+        raise ConfigError(f"{what} {shown(path)}: no such file") from None
     except OSError as exc:
-        raise ConfigError(f"{what} {path}: cannot read: {exc.strerror or exc}") from None
+        raise ConfigError(f"{what} {shown(path)}: cannot read: {exc.strerror or exc}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{what} {path}: is a directory")
+        raise ConfigError(f"{what} {shown(path)}: is a directory")
     if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{what} {path}: not a regular file (a device, FIFO or socket)")
+        raise ConfigError(f"{what} {shown(path)}: not a regular file (a device, FIFO or socket)")
     return p
 
 
@@ -55,13 +59,13 @@ def read_bytes(path: str | Path, what: str, limit: int) -> bytes:
         p = regular_file(path, what)
         try:
             if p.stat().st_size > limit:
-                raise ConfigError(f"{what} {path}: larger than {fmt_bytes(limit)}")
+                raise ConfigError(f"{what} {shown(path)}: larger than {fmt_bytes(limit)}")
             with open(p, "rb") as fh:
                 data = fh.read(limit + 1)
         except OSError as exc:
-            raise ConfigError(f"{what} {path}: cannot read: {exc.strerror or exc}") from None
+            raise ConfigError(f"{what} {shown(path)}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:
-        raise ConfigError(f"{what} {path}: larger than {fmt_bytes(limit)}")
+        raise ConfigError(f"{what} {shown(path)}: larger than {fmt_bytes(limit)}")
     return data
 
 
@@ -71,7 +75,7 @@ def read_text(path: str | Path, what: str, limit: int) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+        raise ConfigError(f"{what} {shown(path)}: not UTF-8 text (byte {exc.start})") from None
 
 
 # ---- writing: one policy for every file nxgates writes ----------------------------------------------------
@@ -100,13 +104,13 @@ def output_path(path: str, flag: str, *, stdout_ok: bool = True) -> None:
         try:
             parent_ok = os.path.isdir(parent)
         except OSError as exc:
-            raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+            raise ConfigError(f"{flag} {shown(path)}: cannot write: {exc.strerror or exc}") from None
         if not parent_ok:
-            raise ConfigError(f"{flag} {path}: directory {parent} does not exist")
+            raise ConfigError(f"{flag} {shown(path)}: directory {shown(parent)} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path}: cannot write: Permission denied (directory {parent})")
+        raise ConfigError(f"{flag} {shown(path)}: cannot write: Permission denied (directory {shown(parent)})")
     if st is not None and not os.access(path, os.W_OK):
-        raise ConfigError(f"{flag} {path}: cannot write: Permission denied")
+        raise ConfigError(f"{flag} {shown(path)}: cannot write: Permission denied")
 
 
 def _lstat_output(path: str, flag: str) -> os.stat_result | None:
@@ -117,16 +121,16 @@ def _lstat_output(path: str, flag: str) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+        raise ConfigError(f"{flag} {shown(path)}: cannot write: {exc.strerror or exc}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise ConfigError(f"{flag} {path}: refusing to write: is a symlink; give the file it points to")
+        raise ConfigError(f"{flag} {shown(path)}: refusing to write: is a symlink; give the file it points to")
     if stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{flag} {path}: is a directory, not a regular file")
+        raise ConfigError(f"{flag} {shown(path)}: is a directory, not a regular file")
     if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):  # opening one would block until a reader comes
-        raise ConfigError(f"{flag} {path}: is a FIFO or socket; refusing to write: not a regular file "
+        raise ConfigError(f"{flag} {shown(path)}: is a FIFO or socket; refusing to write: not a regular file "
                           "(write to '-' and pipe that instead)")
     if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{flag} {path}: refusing to write: not a regular file (a device)")
+        raise ConfigError(f"{flag} {shown(path)}: refusing to write: not a regular file (a device)")
     return st
 
 
@@ -152,9 +156,9 @@ def open_output(path: str, flag: str) -> PendingOutput:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+            raise ConfigError(f"{flag} {shown(path)}: cannot write: {exc.strerror or exc}") from None
     else:
-        raise ConfigError(f"{flag} {path}: cannot write: no free temporary name in {directory}")
+        raise ConfigError(f"{flag} {shown(path)}: cannot write: no free temporary name in {shown(directory)}")
     if existing is not None:
         with contextlib.suppress(OSError):
             os.fchmod(fd, stat.S_IMODE(existing.st_mode))
@@ -170,7 +174,7 @@ def commit_output(out: PendingOutput) -> None:
         os.replace(out.tmp, out.path)
     except OSError as exc:
         discard_output(out)
-        raise ConfigError(f"{out.flag} {out.path}: cannot write: {exc.strerror or exc}") from None
+        raise ConfigError(f"{out.flag} {shown(out.path)}: cannot write: {exc.strerror or exc}") from None
     except ConfigError:
         discard_output(out)
         raise
@@ -191,7 +195,7 @@ def write_output(path: str, data: bytes, flag: str) -> None:
         out.fh.write(data)
     except OSError as exc:
         discard_output(out)
-        raise ConfigError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+        raise ConfigError(f"{flag} {shown(path)}: cannot write: {exc.strerror or exc}") from None
     commit_output(out)
 
 

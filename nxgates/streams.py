@@ -41,6 +41,57 @@ def silence(stream: TextIO | None) -> None:
         os.close(devnull)
 
 
+#: beyond the control characters: line and paragraph separators (``str.splitlines`` breaks at them), bidi
+#: controls (which reorder a line on screen), and U+FFFE, U+FFFF (no XML document may hold them)
+_ESCAPED = frozenset("\u2028\u2029\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+                     "\ufffe\uffff")
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    """One character as a backslash escape, as ``repr`` writes it; a byte a non-UTF-8 file name carried
+    (``os.fsdecode``'s surrogateescape, U+DC80..U+DCFF) as that byte, ``\\xff``."""
+    code = ord(ch)
+    if ch in _SHORT:
+        return _SHORT[ch]
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _needs_escape(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code < 0xA0 or 0xD800 <= code <= 0xDFFF or ch in _ESCAPED
+
+
+def shown(text: object, *, keep_newlines: bool = False) -> str:
+    """Outside text (a file name, a plugin's check or detail, a parameter) made safe to print: every
+    control character, line separator, bidi control and lone surrogate as a visible backslash escape
+    (``\\n``, ``\\x1b``, ``\\u2028``, ``\\xff``), so it can neither split a line, colour a terminal nor
+    fail to encode. ``keep_newlines`` leaves ``\\n`` a line break, for text whose lines are meant (a
+    check's multi-line detail). Printable text is returned as it is."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(_escape(ch) if _needs_escape(ch) and not (keep_newlines and ch == "\n") else ch
+                   for ch in text)
+
+
+def safe_line(line: str) -> str:
+    """A line nxgates prints, never read as a GitHub workflow command: one that would start with ``::``
+    (after leading blanks, as the runner reads it) has its first colon escaped, and ``##[`` (the runner's
+    legacy command prefix, read anywhere in a line) its bracket. ``line`` must already be :func:`shown`."""
+    if line.lstrip().startswith("::"):
+        at = line.index(":")
+        line = f"{line[:at]}\\x3a{line[at + 1:]}"
+    return line.replace("##[", "##\\x5b")
+
+
+def printable_lines(text: str) -> list[str]:
+    """``text`` as the lines to print: split at its own newlines only, each :func:`shown` and :func:`safe_line`."""
+    return [safe_line(shown(part)) for part in str(text).split("\n")]
+
+
 class ReaderSafe:
     """Wraps a text stream: once a write fails (EPIPE: the reader has gone; ENOSPC: /dev/full, a full
     disk), every further write is dropped and the run goes on. ``error`` keeps a failure that was not
@@ -66,9 +117,14 @@ class ReaderSafe:
         if not self.stopped:
             try:
                 self.stream.write(text)
+            except UnicodeEncodeError:  # a stream that cannot take a character (ASCII, strict UTF-8): escaped
+                self.write(text.encode(self._encoding(), "backslashreplace").decode(self._encoding()))
             except OSError as exc:
                 self._stop(exc)
         return len(text)
+
+    def _encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
 
     def flush(self) -> None:
         if not self.stopped:

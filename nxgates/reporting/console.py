@@ -12,6 +12,7 @@ from typing import TextIO
 
 from nxgates.gatekit import Check, Lines, Progress
 from nxgates.runner import GateReport
+from nxgates.streams import printable_lines, safe_line, shown
 
 
 def use_rich(stream: TextIO) -> bool:
@@ -35,7 +36,12 @@ def console_width(stream: TextIO) -> int | None:
 
 
 class Renderer:
-    """Writes gate reports line by line; ``quiet`` keeps FAIL lines and verdicts, ``verbose`` adds cells."""
+    """Writes gate reports line by line; ``quiet`` keeps FAIL lines and verdicts, ``verbose`` adds cells.
+
+    Every line passes :func:`nxgates.streams.shown` here, the one place lines are written: a file name, a
+    plugin's check or a seed's log line cannot split a line, start a GitHub workflow command, colour the
+    terminal or be read as rich markup. Only a check's detail keeps its own line breaks (its lines are meant).
+    """
 
     def __init__(self, stream: TextIO | None = None, quiet: bool = False, verbose: bool = False):
         self.stream = stream or sys.stdout
@@ -47,13 +53,15 @@ class Renderer:
 
             self.console = Console(file=self.stream, highlight=False, soft_wrap=True, width=console_width(self.stream))
 
-    def _emit(self, text: str, style: str | None = None) -> None:
+    def _emit(self, text: str, style: str | None = None, *, keep_newlines: bool = False) -> None:
+        lines = printable_lines(text) if keep_newlines else [safe_line(shown(text))]
         if self.console is not None:
-            from rich.text import Text
+            from rich.text import Text  # plain text, never markup: "[bold]" in a file name stays as typed
 
-            self.console.print(Text(text, style=style or ""))
+            for line in lines:
+                self.console.print(Text(line, style=style or ""))
         else:
-            self.stream.write(text + "\n")
+            self.stream.write("".join(line + "\n" for line in lines))
             self.stream.flush()
 
     def gate(self, report: GateReport) -> None:
@@ -78,8 +86,8 @@ class Renderer:
         if c.passed and self.quiet:
             return
         word = "PASS" if c.passed else "FAIL"
-        text = f" {word} {c.name}" + (f" -- {c.detail}" if c.detail else "")
-        self._emit(text, "green" if c.passed else "bold red")
+        text = f" {word} {shown(c.name)}" + (f" -- {c.detail}" if c.detail else "")
+        self._emit(text, "green" if c.passed else "bold red", keep_newlines=True)
 
     def summary(self, reports: list[GateReport]) -> None:
         if len(reports) < 2:
@@ -118,10 +126,10 @@ class RichProgress(Progress):
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             console = Console(file=self.stream, width=console_width(self.stream))
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            self._bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console, transient=True)
             self._bar.start()
-            self._task = self._bar.add_task(self._label, total=self._total)
+            self._task = self._bar.add_task(shown(self._label), total=self._total)
         if self._bar is not None:
             self._bar.update(self._task, completed=self._done)
 

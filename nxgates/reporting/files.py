@@ -23,7 +23,7 @@ def write_text(path: str, text: str, flag: str) -> None:
         return
     from nxgates.safeio import write_output
 
-    write_output(path, text.encode("utf-8"), flag)
+    write_output(path, text.encode("utf-8", "backslashreplace"), flag)  # a lone surrogate: escaped, not exit 3
 
 
 def write_reports(reports: list[GateReport], *, json_path: str | None, junit_path: str | None,

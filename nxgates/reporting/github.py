@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from nxgates.errors import ConfigError
+from nxgates.streams import shown
 
 #: GitHub shows at most this many error annotations of one step; the rest are counted in one notice
 MAX_ERRORS = 10
@@ -41,8 +42,12 @@ def resolve(annotations: str | None, summary: str | None, env: Mapping[str, str]
 
 
 def escape_data(text: str) -> str:
-    """A workflow command's message: GitHub decodes ``%25``, ``%0D`` and ``%0A``; a raw newline would end it."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A workflow command's message: GitHub decodes ``%25``, ``%0D`` and ``%0A``; a raw newline would end it.
+    Every other control character is shown escaped (:func:`nxgates.streams.shown`): GitHub's log draws ANSI
+    colours, and a form feed or U+2028 splits a line where a reader of the log sees it. ``##[``, the
+    runner's legacy command prefix, is broken as on every line nxgates prints."""
+    return "%0D".join(shown(part, keep_newlines=True).replace("%", "%25").replace("\n", "%0A")
+                      for part in text.split("\r")).replace("##[", "##\\x5b")
 
 
 def escape_property(text: str) -> str:
@@ -70,9 +75,32 @@ def annotations(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _inline(text: object) -> str:
+    """Outside text safe in a line of Markdown: controls escaped, and no link, image, HTML tag or code span
+    can start in it (``](`` and `````` ` `````` backslash-escaped, ``<`` as ``&lt;``)."""
+    text = shown(str(text).replace("\r\n", " ").replace("\r", " ").replace("\n", " "))
+    return text.replace("\\", "\\\\").replace("](", "\\](").replace("`", "\\`").replace("<", "&lt;")
+
+
 def _cell(text: object) -> str:
     """Text safe inside a Markdown table cell: no pipe or newline breaks the row."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    return _inline(text).replace("|", "\\|")
+
+
+def _code(text: object) -> str:
+    """A code span of outside text: the fence one backtick longer than any run inside it (CommonMark)."""
+    text = shown(str(text))
+    fence = "`" * (_longest_run(text, "`") + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _longest_run(text: str, char: str) -> int:
+    longest = run = 0
+    for c in text:
+        run = run + 1 if c == char else 0
+        longest = max(longest, run)
+    return longest
 
 
 def _short(text: str) -> str:
@@ -103,25 +131,27 @@ def summary_markdown(doc: dict[str, Any]) -> str:
                          f"{_cell(_short(check['detail']))} |")
     lines.append("")
     for gate in doc["gates"]:
-        fault = f", fault planted: `{gate['fault']}`" if gate.get("fault") else ""
+        fault = f", fault planted: {_code(gate['fault'])}" if gate.get("fault") else ""
         params = " ".join(f"{k}={v}" for k, v in gate["params"].items())
-        lines.append(f"**{gate['name']}** ({'passed' if gate['passed'] else 'FAILED'}, {gate['seconds']:.3f} s"
-                     f"{fault}): `{params}`")
+        lines.append(f"**{_inline(gate['name'])}** ({'passed' if gate['passed'] else 'FAILED'}, "
+                     f"{gate['seconds']:.3f} s{fault}): {_code(params)}")
         figures = _figures(gate)
         if figures:
             lines.append("")
-            lines.append("figures: " + ", ".join(f"`{f}`" for f in figures))
+            lines.append("figures: " + ", ".join(_code(f) for f in figures))
         lines.append("")
     failed = list(failures(doc))
     if failed:
         lines.append("### Failing details")
         lines.append("")
         for gate, check, detail in failed:
-            lines.append(f"- **{gate}: {check}**")
+            lines.append(f"- **{_inline(gate)}: {_inline(check)}**")
             lines.append("")
-            lines.append("  ```")
-            lines.extend(f"  {line}" for line in (detail or "FAIL").splitlines())
-            lines.append("  ```")
+            body = [shown(line) for line in (detail or "FAIL").split("\n")]
+            fence = "`" * max(3, 1 + max(_longest_run(line, "`") for line in body))  # no line can close it
+            lines.append(f"  {fence}")
+            lines.extend(f"  {line}" for line in body)
+            lines.append(f"  {fence}")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -148,7 +178,7 @@ def publish(out: GitHubOutput, doc: dict[str, Any], echo: Any) -> None:
         files.write_text(out.summary_path, text, "--summary")
         return
     try:  # GitHub concatenates what every step appends to this file
-        with Path(out.summary_path).open("a", encoding="utf-8") as f:
+        with Path(out.summary_path).open("a", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
     except OSError as exc:
         raise ConfigError(f"$GITHUB_STEP_SUMMARY {out.summary_path}: cannot write: {exc.strerror or exc}") from None

@@ -1,10 +1,21 @@
-"""JUnit XML for CI systems: one <testsuite> per gate, one <testcase> per check."""
+"""JUnit XML for CI systems: one <testsuite> per gate, one <testcase> per check.
+
+Outside text (gate and check names, details, error messages) passes :func:`nxgates.streams.shown`: XML 1.0
+forbids most control characters, lone surrogates (a non-UTF-8 file name) and U+FFFE/U+FFFF, and one of
+them in a detail would make the whole file unreadable to the CI; each is written as a visible escape.
+"""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
 from nxgates.runner import GateReport
+from nxgates.streams import shown
+
+
+def _text(text: str) -> str:
+    """A message or body: its own lines kept, everything XML cannot hold escaped."""
+    return shown(text, keep_newlines=True)
 
 
 def to_junit(reports: list[GateReport], interrupted: bool = False) -> ET.Element:
@@ -20,18 +31,18 @@ def to_junit(reports: list[GateReport], interrupted: bool = False) -> ET.Element
         failures = sum(not c.passed for c in checks) if r.error is None else 0
         errors = 1 if r.error is not None else 0
         suite = ET.SubElement(
-            suites, "testsuite", name=r.name, tests=str(len(checks)), failures=str(failures),
+            suites, "testsuite", name=shown(r.name), tests=str(len(checks)), failures=str(failures),
             errors=str(errors), skipped="0", time=f"{r.seconds:.6f}",
         )
         for c in checks:
-            case = ET.SubElement(suite, "testcase", classname=f"nxgates.{r.name}", name=c.name,
+            case = ET.SubElement(suite, "testcase", classname=f"nxgates.{shown(r.name)}", name=shown(c.name),
                                  time=f"{c.seconds:.6f}")
             if r.error is not None:
-                err = ET.SubElement(case, "error", message=r.error, type=r.error_kind or "error")
-                err.text = r.traceback or r.error
+                err = ET.SubElement(case, "error", message=_text(r.error), type=r.error_kind or "error")
+                err.text = _text(r.traceback or r.error)
             elif not c.passed:
-                fail = ET.SubElement(case, "failure", message=c.detail or c.name, type="GateCheckFailed")
-                fail.text = c.detail
+                fail = ET.SubElement(case, "failure", message=_text(c.detail or c.name), type="GateCheckFailed")
+                fail.text = _text(c.detail)
         totals["tests"] += len(checks)
         totals["failures"] += failures
         totals["errors"] += errors

@@ -1,10 +1,15 @@
 """``list`` and ``show`` as text: the gates as an aligned table, one gate's parameters, presets, checks and
-faults. Lines are yielded one at a time, so a gate that cannot load fails before any line is printed."""
+faults. Lines are yielded one at a time, so a gate that cannot load fails before any line is printed.
+
+A plugin's names, descriptions and docs are outside text: each line is :func:`nxgates.streams.shown`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
+
+from nxgates.streams import safe_line, shown
 
 if TYPE_CHECKING:
     from nxgates.registry import GateEntry
@@ -20,8 +25,8 @@ class ListRow(NamedTuple):
 
     @classmethod
     def of(cls, e: GateEntry) -> ListRow:
-        return cls(e.name, ", ".join(e.aliases) or "-", e.origin,
-                   f"BROKEN: {e.broken}" if e.broken else e.description)
+        return cls(shown(e.name), shown(", ".join(e.aliases) or "-"), shown(e.origin),
+                   shown(f"BROKEN: {e.broken}" if e.broken else e.description))
 
 
 HEADINGS = ListRow("GATE", "ALIASES", "FROM", "DESCRIPTION")
@@ -32,11 +37,16 @@ def gate_list(entries: Iterable[GateEntry]) -> Iterator[str]:
     rows = [ListRow.of(e) for e in entries]  # plugin gates too: FROM names their distribution
     width = [max(len(r[i]) for r in [*rows, HEADINGS]) for i in range(3)]
     for name, aliases, origin, desc in [HEADINGS, *rows]:
-        yield f"{name:<{width[0]}}  {aliases:<{width[1]}}  {origin:<{width[2]}}  {desc}"
+        yield safe_line(f"{name:<{width[0]}}  {aliases:<{width[1]}}  {origin:<{width[2]}}  {desc}")
 
 
 def gate_description(entry: GateEntry) -> Iterator[str]:
     """``nxgates show GATE``: what can be set, chosen, checked and planted."""
+    for line in _description(entry):
+        yield safe_line(shown(line))
+
+
+def _description(entry: GateEntry) -> Iterator[str]:
     g = entry.gate
     yield f"{entry.name}: {entry.description}"
     if entry.aliases:

@@ -6,10 +6,11 @@ opens the same from a CI artifact, an e-mail or a laptop offline.
 
 from __future__ import annotations
 
-from html import escape
+from html import escape as html_escape
 from typing import Any
 
 from nxgates.reporting.html import cells, plots
+from nxgates.streams import shown
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -23,6 +24,12 @@ code, .detail { font-family: ui-monospace, monospace; font-size: 0.9em; word-bre
 figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #555; }
 svg { max-width: 100%; height: auto; }
 """
+
+def escape(text: str) -> str:
+    """Outside text as HTML: markup characters as entities, control characters and lone surrogates (a
+    non-UTF-8 file name) as visible escapes, so the page is well-formed and can be written as UTF-8."""
+    return html_escape(shown(text, keep_newlines=True))
+
 
 #: a list in the metrics longer than this is summarised, not printed (the cells of a gradcheck at xl)
 MAX_LIST = 16

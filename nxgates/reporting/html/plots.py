@@ -15,12 +15,18 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from nxgates.reporting.html.cells import ErrorGrid
+from nxgates.streams import shown
 
 rcParams["svg.hashsalt"] = "nxgates"  # the same page for the same report: ids do not change run to run
 rcParams["svg.fonttype"] = "path"  # glyphs as paths: the page needs no font to look the same everywhere
 #: scatter markers on failing cells only while they are few; beyond that the red pixels alone show them
 MAX_MARKERS = 64
 FAIL_RED = "#d62728"
+
+
+def label(text: object) -> str:
+    """Outside text as matplotlib draws it: on one line, and never read as mathtext (``$...$``)."""
+    return shown(str(text)).replace("$", r"\$")
 
 
 def to_svg(fig: Figure) -> str:
@@ -72,7 +78,7 @@ def loss_curve(losses: Sequence[float | int | None], title: str) -> str:
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("loss")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(label(title), fontsize=10)
     ax.grid(alpha=0.3)
     return to_svg(fig)
 
@@ -81,7 +87,7 @@ def bars(counts: Mapping[str, float], title: str, xlabel: str, ylabel: str, hori
     """A labelled bar chart (tasks per worker, seconds per pass, ULP buckets)."""
     fig = Figure(figsize=(6.4, 3.2))
     ax = fig.add_subplot()
-    labels, values = [str(k) for k in counts], [float(v) for v in counts.values()]
+    labels, values = [label(k) for k in counts], [float(v) for v in counts.values()]
     if horizontal:
         ax.barh(labels, values, color="#1f77b4")
     else:
