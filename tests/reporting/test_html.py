@@ -144,10 +144,31 @@ def test_training_and_pool_gates_plot_loss_tasks_and_times(invoke, tmp_path):
     assert page.svgs == len(kinds)
 
 
-def test_ulp_histogram_is_plotted_when_the_metrics_have_it():
-    gate = {"name": "parallel-grad", "passed": True, "seconds": 1.0, "fault": None, "error": None, "params": {},
-            "checks": [], "metrics": {"ulp_histogram": {"0": 500, "1": 12, "2-3": 1}}}
-    assert "ulp-histogram" in plots(parse(html_text(doc(gate))))
+def test_the_ulp_histogram_of_compare_grads_is_plotted(invoke, tmp_path):
+    """What parallel-grad writes (``compare_grads.histogram``) is what the page draws, cells apart included."""
+    import json
+
+    assert invoke("run", "parallel-grad", "-q", "--save-grads", "g.npy").exit_code == 0
+    grads = np.load(tmp_path / "g.npy")
+    grads.flat[5] = np.nextafter(grads.flat[5], np.float32(np.inf))  # one cell 1 ULP off
+    grads.flat[7] = -grads.flat[7] if grads.flat[7] else np.float32(1)  # one cell of the opposite sign
+    np.save(tmp_path / "moved.npy", grads)
+    r = invoke("run", "parallel-grad", "-q", "--compare-grads", "moved.npy", "--html", "r.html", "--json", "r.json")
+    assert r.exit_code == 1, r.output
+    compared = json.loads((tmp_path / "r.json").read_text())["gates"][0]["metrics"]["compare_grads"]
+    assert compared["histogram"]["1"] >= 1
+    page = parse((tmp_path / "r.html").read_text())
+    assert "ulp-histogram" in plots(page)
+    from nxgates.reporting.html.page import _ulp_histogram
+
+    bars = _ulp_histogram(compared)
+    assert list(bars)[:len(compared["histogram"])] == list(compared["histogram"])
+    assert sum(bars.values()) == sum(compared["tensors"][t]["cells"] for t in compared["tensors"])
+
+
+def test_no_ulp_histogram_without_compare_grads(invoke, tmp_path):
+    assert invoke("run", "parallel-grad", "-q", "--html", "r.html").exit_code == 0
+    assert "ulp-histogram" not in plots(parse((tmp_path / "r.html").read_text()))
 
 
 def test_at_xl_heatmaps_are_pooled_said_so_and_the_page_stays_small():

@@ -181,8 +181,24 @@ def _plots(gate: dict[str, Any]) -> list[str]:
     if times:
         out.append(_figure(plots.bars(times, "pass times", "seconds", "", horizontal=True),
                            "wall time of each pass", "pass-times"))
-    histogram = plots.histogram_counts(metrics.get("ulp_histogram"))
+    histogram = _ulp_histogram(metrics.get("compare_grads"))
     if histogram:
         out.append(_figure(plots.bars(histogram, "gradient differences in ULP", "ULP distance", "cells"),
-                           "cells per ULP distance from the saved gradients", "ulp-histogram"))
+                           "cells per ULP distance from the --compare-grads file (sign: opposite signs, "
+                           "non-finite: NaN or Inf on either side)", "ulp-histogram"))
     return out
+
+
+def _ulp_histogram(compared: Any) -> dict[str, float] | None:
+    """parallel-grad's ``compare_grads`` metric as bars: its distance buckets, then the cells counted apart
+    from them (opposite signs, NaN or Inf) when there are any, so every compared cell is drawn once."""
+    if not isinstance(compared, dict):
+        return None
+    counts = plots.histogram_counts(compared.get("histogram"))
+    if counts is None:
+        return None
+    for key, label in (("sign_differences", "sign"), ("nonfinite", "non-finite")):
+        value = compared.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            counts[label] = value
+    return counts
