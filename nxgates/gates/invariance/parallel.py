@@ -31,6 +31,12 @@ class PoolJob:
     plant: Any = None  #: the serial calls' fault wrapper, planted in the workers' calls too
     worker_state: WorkerState | None = None
 
+    def __getstate__(self) -> dict:
+        """To a remote worker: the target by value where no other process can import it."""
+        from nxgates.gates.invariance.target import portable
+
+        return {**self.__dict__, "fn": portable(self.fn)}
+
 
 @dataclass
 class PoolResult:
@@ -74,10 +80,6 @@ def check_parallel(ctx: RunContext, job: PoolJob, serial: Any, executor: str, wo
     n = job.batch.n
     pool = make_pool(executor, workers)
     try:
-        if pool.kind == "dask":
-            from nxgates.gates.invariance.target import pickle_by_value
-
-            pickle_by_value(job.fn)
         handle = pool.share(job)
         bounds = chunk_bounds(n, pool.n_workers)
         results: dict[int, tuple[Outputs, float]] = {}

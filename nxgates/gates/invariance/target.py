@@ -45,7 +45,7 @@ def load_target(spec: str) -> Callable[..., Any]:
         except AttributeError:
             raise ConfigError(f"{where}: {module_part} has no attribute {attr!r}") from None
     if not callable(obj):
-        raise ConfigError(f"{where}: {attr} is a {type(obj).__name__}, not a callable")
+        raise ConfigError(f"{where}: {attr} is not callable (it is of type {type(obj).__name__})")
     return obj
 
 
@@ -80,13 +80,24 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def pickle_by_value(fn: Callable[..., Any]) -> None:
-    """A target loaded from a file is found by no other process: a Dask worker gets its module by value."""
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    if module is not None and module.__name__.startswith(FILE_MODULE_PREFIX):
+class ByValue:
+    """A target loaded from a file, on its way to another process that cannot import its module (a Dask
+    worker): pickled with its module's code, it unpickles as the callable itself."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.fn = fn
+
+    def __reduce__(self) -> tuple:
         import cloudpickle
 
-        cloudpickle.register_pickle_by_value(module)
+        cloudpickle.register_pickle_by_value(sys.modules[self.fn.__module__])
+        return cloudpickle.loads, (cloudpickle.dumps(self.fn),)
+
+
+def portable(fn: Callable[..., Any]) -> Any:
+    """What pickles ``fn`` for another process: by value when it comes from a target file, else itself."""
+    module = getattr(fn, "__module__", None) or ""
+    return ByValue(fn) if module.startswith(FILE_MODULE_PREFIX) and module in sys.modules else fn
 
 
 def read_arrays(path: str, flag: str = "--inputs") -> dict[str, np.ndarray]:
