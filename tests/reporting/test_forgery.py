@@ -272,3 +272,18 @@ def test_an_error_line_names_a_hostile_path_escaped(tmp_path):
     assert r.returncode == 2
     assert r.stderr.decode("utf-8").splitlines() == [
         "nxgates: error: --json no\\x1b[31m\\xff\\n/r.json: directory no\\x1b[31m\\xff\\n does not exist"]
+
+
+def test_a_progress_label_is_not_rich_markup():
+    from nxgates.reporting.console import RichProgress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    bar = RichProgress(tty, delay=0)
+    bar.start("cells [bold]x[/] \x1b[31m", 10)  # "[/]" closes nothing: as markup it would raise
+    bar.advance(4)
+    bar.stop()
+    assert "cells [bold]x[/] \\x1b[31m" in tty.getvalue()
