@@ -20,6 +20,8 @@ import numpy as np
 
 BLOCKS = 256  #: the most block digests kept per figure
 VALUES_LIMIT = 256  #: arrays up to this many cells keep their values too
+MAX_RANK = 64  #: numpy's most dimensions: a record of more cannot be an array's
+CELLS_LIMIT = 2 ** 62  #: cells of the largest array a record may describe (numpy indexes with int64)
 
 
 def canonical(cells: Any) -> np.ndarray:
@@ -55,8 +57,67 @@ def block_size(n_cells: int) -> int:
 
 
 def is_cells(value: Any) -> bool:
-    """Whether a stored figure is an array record (a scalar figure is a plain JSON value)."""
-    return isinstance(value, dict) and "sha256" in value and "shape" in value
+    """Whether a stored figure is an array record (a scalar figure is a plain JSON value). A dict that
+    looks like one but is malformed (a hand edit) is not: it compares as the plain JSON value it is."""
+    return isinstance(value, dict) and "sha256" in value and "shape" in value and record_problem(value) is None
+
+
+def figure_problem(value: Any) -> str | None:
+    """What is wrong with a stored figure, None if nothing: it must be a scalar (int, float, str, bool, as
+    ``GateOutput.fingerprint`` records them) or a well-formed array record."""
+    if isinstance(value, int | float | str):
+        return None
+    if isinstance(value, dict):
+        if "sha256" not in value or "shape" not in value:
+            return "a table without sha256 and shape: neither a value nor an array record"
+        return record_problem(value)
+    return f"{_kind(value)}: neither a value (int, float, str or bool) nor an array record"
+
+
+def record_problem(record: dict[str, Any]) -> str | None:
+    """What is wrong with an array record (see the module's docstring), None if nothing; every field a
+    comparison reads is checked, so none can fail on it."""
+    shape, dtype, digest = record.get("shape"), record.get("dtype"), record.get("sha256")
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+        return f"shape {_short(shape)} is not a list of lengths (integers >= 0)"
+    n_cells = _cells(shape)
+    if len(shape) > MAX_RANK or n_cells > CELLS_LIMIT:
+        return f"shape {_short(shape)} is beyond any array"
+    if not isinstance(dtype, str):
+        return f"dtype {_short(dtype)} is not text"
+    if not isinstance(digest, str):
+        return f"sha256 {_short(digest)} is not text"
+    if "block" in record or "blocks" in record:
+        block, blocks = record.get("block"), record.get("blocks")
+        if type(block) is not int or block < 1:
+            return f"block {_short(block)} is not a positive integer"
+        if not isinstance(blocks, list) or not all(isinstance(b, str) for b in blocks):
+            return f"blocks {_short(blocks)} is not a list of digests"
+        if len(blocks) != -(-n_cells // block):
+            return f"{len(blocks)} blocks of {block} cells do not cover shape {shape} ({n_cells} cells)"
+    if "values" in record:
+        values = record["values"]
+        if not isinstance(values, list) or not all(isinstance(v, int | float | str) for v in values):
+            return f"values {_short(values)} is not a list of numbers"
+        if len(values) != n_cells:
+            return f"values hold {len(values)} cells, shape {shape} has {n_cells}"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return {type(None): "null", list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _cells(shape: list[int]) -> int:
+    n = 1
+    for size in shape:
+        n *= size
+    return n
 
 
 def cell_index(flat: int, shape: list[int]) -> str:

@@ -60,15 +60,24 @@ def cells_moved(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
         return f"{shown(old)} -> {shown(new)}"
     shape = old["shape"]
     if "values" in old and "values" in new:
-        return _listed([i for i, (a, b) in enumerate(zip(old["values"], new["values"], strict=True))
-                        if not same(a, b)], old["values"], new["values"], shape, "cells")
-    if old.get("block") == new.get("block") and len(old.get("blocks", ())) == len(new.get("blocks", ())):
+        cells = [i for i, (a, b) in enumerate(zip(old["values"], new["values"], strict=True)) if not same(a, b)]
+        return _listed(cells, old["values"], new["values"], shape, "cells") if cells else _digest_moved(old, new)
+    if "block" in old and old.get("block") == new.get("block") and len(old["blocks"]) == len(new.get("blocks", ())):
         block, n_cells = old["block"], _cells(shape)
         blocks = [i for i, (a, b) in enumerate(zip(old["blocks"], new["blocks"], strict=True)) if a != b]
+        if not blocks:
+            return _digest_moved(old, new)
         spans = ", ".join(f"{cell_index(i * block, shape)}..{cell_index(min((i + 1) * block, n_cells) - 1, shape)}"
                           for i in blocks[:FIRST_CELLS])
         return f"cells moved in {len(blocks)} of {len(old['blocks'])} blocks of {block}, first {spans}"
     return f"{shown(old)} -> {shown(new)}"
+
+
+def _digest_moved(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """An array whose kept cells (or block digests) are all as before, but whose digest moved: say so, with
+    both digests (a hand-edited file, or a change the kept cells do not show)."""
+    return (f"sha256 {old['sha256'][:16]} -> {new['sha256'][:16]} (the digest alone moved: every cell kept "
+            f"is as before)")
 
 
 def list_moved(old: list, new: list) -> str:

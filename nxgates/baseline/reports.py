@@ -10,12 +10,12 @@ Environment differences are listed but never make two reports different by thems
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from nxgates.baseline.compare import figure_lines
 from nxgates.baseline.keys import INPUTS_METRIC, entry_key, label
+from nxgates.baseline.store import figures_problem, json_document
 from nxgates.environment import differences
 from nxgates.errors import ConfigError
 from nxgates.safeio import read_text
@@ -35,16 +35,25 @@ class ReportDiff(NamedTuple):
 def load_report(path: str) -> dict[str, Any]:
     """A JSON report of ``run`` or ``crosscheck``; one line and exit 2 if it is unreadable or is not one."""
     text = read_text(path, "diff", SIZE_LIMIT)
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"diff {path}: not JSON ({exc})") from None
+    doc = json_document(text, f"diff {path}: not an nxgates JSON report")
     gates = doc.get("gates") if isinstance(doc, dict) else None
     if not isinstance(gates, list) or not all(
             isinstance(g, dict) and isinstance(g.get("name"), str) and isinstance(g.get("params"), dict)
             for g in gates):
         raise ConfigError(f"diff {path}: not an nxgates JSON report (no gates with names and params)")
+    for g in gates:
+        problem = _gate_problem(g)
+        if problem:
+            raise ConfigError(f"diff {path}: gate {g['name']}: {problem}")
     return doc
+
+
+def _gate_problem(gate: Mapping[str, Any]) -> str | None:
+    """What is wrong with a gate run's fields that the comparison reads, None if nothing."""
+    for field, kind in (("metrics", dict), ("label", str)):
+        if gate.get(field) is not None and not isinstance(gate[field], kind):
+            return f"{field} is {type(gate[field]).__name__}, not {'a table' if kind is dict else 'text'}"
+    return figures_problem(gate["fingerprints"]) if gate.get("fingerprints") is not None else None
 
 
 def is_execution_metric(name: str) -> bool:

@@ -23,11 +23,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from nxgates.baseline.cells import figure_problem
 from nxgates.errors import ConfigError
 from nxgates.safeio import output_path, read_text
 
 FORMAT = 1  #: the format version this nxgates reads and writes
 SIZE_LIMIT = 64 << 20  #: cells are kept as digests, so even many gates at large sizes stay far below this
+DEPTH_LIMIT = 64  #: lists and tables nested deeper are no document nxgates writes (a baseline nests 5 deep)
 
 
 def load(path: str, flag: str) -> dict[str, Any]:
@@ -37,17 +39,67 @@ def load(path: str, flag: str) -> dict[str, Any]:
 
 
 def parse(text: str, path: str, flag: str) -> dict[str, Any]:
-    """A baseline document from its text, checked for what this nxgates needs of it."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{flag} {path}: not a baseline file (corrupt JSON: {exc})") from None
+    """A baseline document from its text, checked for what this nxgates needs of it: every entry a table,
+    every pinned figure a value or a well-formed array record, so comparing with it cannot fail."""
+    doc = json_document(text, f"{flag} {path}: not a baseline file")
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), dict):
         raise ConfigError(f"{flag} {path}: not a baseline file (no entries table)")
-    if doc.get("format") != FORMAT:
+    if type(doc.get("format")) is not int or doc["format"] != FORMAT:
         raise ConfigError(f"{flag} {path}: baseline format {doc.get('format')!r}, this nxgates reads format "
                           f"{FORMAT}; regenerate it with --update-baseline into a new file")
+    for key, entry in doc["entries"].items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{flag} {path}: entry {key}: {_kind(entry)}, not a table")
+        problem = figures_problem(entry.get("fingerprints", {}))
+        if problem:
+            raise ConfigError(f"{flag} {path}: entry {key}: {problem}")
     return doc
+
+
+def json_document(text: str, refused: str) -> Any:
+    """``text`` as JSON nested at most :data:`DEPTH_LIMIT` deep; ``refused`` starts the message otherwise."""
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        doc = None
+        depth = DEPTH_LIMIT + 1
+    except ValueError as exc:
+        raise ConfigError(f"{refused} (corrupt JSON: {exc})") from None
+    else:
+        depth = nesting(doc)
+    if depth > DEPTH_LIMIT:
+        raise ConfigError(f"{refused} (JSON nested more than {DEPTH_LIMIT} levels deep)")
+    return doc
+
+
+def nesting(doc: Any) -> int:
+    """How deep lists and tables nest in ``doc`` (0 for a scalar), counted without recursion."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if depth <= DEPTH_LIMIT:  # deeper is refused whatever lies below
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def figures_problem(figures: Any) -> str | None:
+    """What is wrong with a table of pinned figures, naming the first bad one; None if nothing."""
+    if not isinstance(figures, dict):
+        return f"fingerprints is {_kind(figures)}, not a table of figures"
+    for name, value in figures.items():
+        problem = figure_problem(value)
+        if problem:
+            return f"figure {name}: {problem}"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return {type(None): "null", list: "a list", dict: "a table", str: "text", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def dumps(doc: Mapping[str, Any]) -> str:

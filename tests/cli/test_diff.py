@@ -74,7 +74,7 @@ def test_a_verdict_that_changed_is_a_difference(diff):
 
 
 @pytest.mark.parametrize("b, fragment", [
-    ("{", "diff b.json: not JSON"),
+    ("{", "diff b.json: not an nxgates JSON report (corrupt JSON: "),
     ('{"gates": 1}', "diff b.json: not an nxgates JSON report"),
     ('{"gates": [{"name": "lora"}]}', "not an nxgates JSON report"),
     (json.dumps(report([gate(name="other")])), "a.json and b.json have no gate run in common"),
