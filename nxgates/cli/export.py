@@ -25,17 +25,21 @@ def export_cmd(gate: str, preset: str | None, sets: tuple[str, ...], config: str
     """
     from nxgates import registry
     from nxgates.core.tensors.write import export_arrays, write_npz
+    from nxgates.registry.names import ALL
     from nxgates.reporting.files import check_writable
 
     if not out or out == "-":
         raise ConfigError("export needs --out FILE.npz (a file: the archive is binary)")
     from nxgates.core.tensors.load import input_spec
 
+    if gate == ALL:
+        raise ConfigError(f"export takes one gate, not {ALL!r}: its tensors are the inputs of that gate alone "
+                          "(run `nxgates export GATE --out FILE.npz` once per gate)")
     entry = load_registry(config).resolve(gate)
     spec = input_spec(entry, "export")
     params = registry.effective_params([entry], preset, sets)[entry.name]
     check_writable(out, "--out")
-    arrays = export_arrays(spec, params)
+    arrays = export_arrays(spec, params, f"export {entry.name}")
     write_npz(out, entry.name, params, arrays)
     shapes = ", ".join(f"{name} {arr.dtype.name}{list(arr.shape)}" for name, arr in arrays.items())
     click.echo(f"{entry.name}: wrote {shapes} to {out}")

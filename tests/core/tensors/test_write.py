@@ -109,14 +109,14 @@ def test_a_bare_file_name_is_written_in_the_current_directory(tmp_path, monkeypa
 def test_the_file_is_replaced_from_a_hidden_temporary_beside_it(tmp_path, monkeypatch):
     moved = []
     real = os.replace
-    monkeypatch.setattr(write.os, "replace", lambda src, dst: (moved.append((src, dst)), real(src, dst)))
+    monkeypatch.setattr(os, "replace", lambda src, dst: (moved.append((src, dst)), real(src, dst)))
     (tmp_path / "sub").mkdir()
     path = str(tmp_path / "sub" / "out.npz")
     write.write_npz(path, "g", {}, good())
     [(src, dst)] = moved
     assert dst == path and os.path.dirname(src) == os.path.dirname(path)
     name = os.path.basename(src)
-    assert name.startswith(".nxgates-") and name.endswith(".npz")
+    assert name.startswith(".nxgates-") and name.endswith(".tmp")
     assert os.listdir(tmp_path / "sub") == ["out.npz"]
 
 
@@ -132,7 +132,7 @@ def test_a_target_that_is_a_directory_leaves_no_temporary(tmp_path):
     path = str(tmp_path / "d")
     with pytest.raises(ConfigError) as exc:
         write.write_npz(path, "g", {}, good())
-    assert str(exc.value) == f"--out {path}: cannot write: Is a directory"
+    assert str(exc.value) == f"--out {path}: is a directory, not a regular file"
     assert os.listdir(tmp_path) == ["d"]
 
 
@@ -143,8 +143,8 @@ def test_an_error_without_strerror_is_shown_whole_and_a_failing_cleanup_is_ignor
     def cannot_unlink(path):
         raise OSError("read-only")
 
-    monkeypatch.setattr(write.os, "replace", fail)
-    monkeypatch.setattr(write.os, "unlink", cannot_unlink)
+    monkeypatch.setattr(os, "replace", fail)
+    monkeypatch.setattr(os, "unlink", cannot_unlink)
     path = str(tmp_path / "out.npz")
     with pytest.raises(ConfigError) as exc:
         write.write_npz(path, "g", {}, good())
@@ -154,8 +154,8 @@ def test_an_error_without_strerror_is_shown_whole_and_a_failing_cleanup_is_ignor
 def test_the_temporary_is_removed_when_the_write_fails(tmp_path, monkeypatch):
     removed = []
     real = os.unlink
-    monkeypatch.setattr(write.os, "unlink", lambda p: (removed.append(p), real(p)))
-    monkeypatch.setattr(write.os, "replace", lambda src, dst: (_ for _ in ()).throw(OSError(5, "I/O error")))
+    monkeypatch.setattr(os, "unlink", lambda p: (removed.append(p), real(p)))
+    monkeypatch.setattr(os, "replace", lambda src, dst: (_ for _ in ()).throw(OSError(5, "I/O error")))
     path = str(tmp_path / "out.npz")
     with pytest.raises(ConfigError) as exc:
         write.write_npz(path, "g", {}, good())
