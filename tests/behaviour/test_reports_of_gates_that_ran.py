@@ -16,4 +16,4 @@ def test_a_later_gate_refused_while_running_keeps_the_earlier_reports(invoke, tm
     assert [g["name"] for g in doc["gates"]] == ["parallel-grad"] and doc["passed"] is False
     assert doc["gates"][0]["passed"] is True
     suite = ET.parse(tmp_path / "x.xml").getroot()
-    assert {case.get("classname") for case in suite.iter("testcase")} == {"nxgates.parallel-grad"}
+    assert "nxgates.parallel-grad" in {case.get("classname") for case in suite.iter("testcase")}
