@@ -60,6 +60,12 @@ def hangs(X):
     return X
 
 
+def hangs_in_a_worker(X):
+    if threading.current_thread().name.startswith("nxgates-worker"):
+        time.sleep(2)
+    return X
+
+
 def reuses_a_buffer(X):
     BUFFER[: X.shape[0]] = X * 2
     return BUFFER[: X.shape[0]]
@@ -232,6 +238,12 @@ def test_a_call_that_never_returns_is_stopped_by_the_timeout(entry, targets, arr
     t0 = time.monotonic()
     report = run(entry, targets, "hangs", arrays, timeout=1.0)
     assert report.error_kind == "timeout" and time.monotonic() - t0 < 5
+
+
+def test_a_pool_call_that_does_not_return_in_time_is_a_timeout(entry, targets, arrays):
+    t0 = time.monotonic()
+    report = run(entry, targets, "hangs_in_a_worker", arrays, timeout=0.5)
+    assert report.error_kind == "timeout" and time.monotonic() - t0 < 1.5
 
 
 # ---- targets that are wrong by themselves -------------------------------------------------------------------
