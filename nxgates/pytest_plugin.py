@@ -137,9 +137,9 @@ class GateCollector(pytest.Collector):
         except NxError as exc:  # e.g. sizes beyond this machine's memory: the gate could not run
             pytest.fail(f"{self.name}: {exc}", pytrace=False)
         if report.error_kind == INERT:  # a usage error, as `nxgates run` makes it (exit 2): nothing was proved
-            pytest.exit(f"nxgates: {self.name}: {report.error}", returncode=pytest.ExitCode.USAGE_ERROR)
+            pytest.exit(_shown(f"nxgates: {self.name}: {report.error}"), returncode=pytest.ExitCode.USAGE_ERROR)
         if report.error:  # crashed or timed out: an error of each item, never a failed check
-            why = f"{self.name}: {report.error}"
+            why = _shown(f"{self.name}: {report.error}")
             pytest.fail(f"{why}\n{report.traceback}" if report.traceback else why, pytrace=False)
         self.report = report
 
@@ -156,11 +156,11 @@ class CheckItem(pytest.Item):
         checks = report.output.checks
         for check in checks:
             if check.name == CONTRACT_CHECK and not check.passed:  # no check of a broken run can be trusted
-                pytest.fail(f"{self.parent.name} broke its check contract: {check.detail}", pytrace=False)
+                pytest.fail(_shown(f"{self.parent.name} broke its check contract: {check.detail}"), pytrace=False)
         for check in checks:
             if check.name == self.name:
                 if not check.passed:
-                    pytest.fail(check.detail or "FAIL", pytrace=False)
+                    pytest.fail(_shown(check.detail) or "FAIL", pytrace=False)
                 return
         if self.name == LIAR_KILL:  # the plan adds it only when the planted fault was not caught
             return
@@ -168,3 +168,11 @@ class CheckItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, self.nodeid
+
+
+def _shown(text: str) -> str:
+    """A gate's text (a plugin's detail, a file name in it) as lines nobody can forge: its own line breaks
+    kept, every other control character escaped, no line read as a GitHub workflow command."""
+    from nxgates.streams import printable_lines
+
+    return "\n".join(printable_lines(text))

@@ -92,3 +92,17 @@ def test_a_shorthand_that_agrees_with_set_is_fine(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan = plan_run(RunRequest(("parallel-grad",), reduction="tree", sets=("reduction=tree",)))
     assert plan.gates[0].params["reduction"] == "tree"
+
+
+def test_error_and_warning_lines_escape_what_a_user_typed(invoke):
+    r = invoke("run", "lora", "--set", "T=2", "--set", "T=3", "--baseline", "b\n::stop-commands::x\n.json")
+    assert r.exit_code == 2
+    lines = r.stderr.splitlines()
+    assert lines and not any(line.lstrip().startswith("::") for line in lines)
+    assert "--baseline b\\n::stop-commands::x\\n.json: no such file" in r.stderr
+
+
+def test_a_contract_breach_in_pytest_is_shown_as_lines_nobody_can_forge():
+    from nxgates.pytest_plugin import _shown
+
+    assert _shown("moved\n::warning::x\x1b[31m") == "moved\n\\x3a:warning::x\\x1b[31m"

@@ -21,6 +21,7 @@ from nxgates.baseline.compare import figure_lines
 from nxgates.baseline.keys import INPUTS_METRIC, entry_key, keyed_params
 from nxgates.errors import ConfigError
 from nxgates.runner import GateReport
+from nxgates.streams import shown
 
 CHECK = "baseline"  #: the check ``--baseline`` adds to every gate that ran
 MISSING_POLICIES = ("fail", "warn")
@@ -76,6 +77,7 @@ def add_check(report: GateReport, doc: dict[str, Any], path: str, missing: str) 
         return
     figures = report.output.fingerprints
     entry = doc["entries"].get(key_of(report))
+    path = shown(path)  # the user's file name, inside a detail printed line by line
     if not figures or not isinstance(entry, dict):
         what = (f"no fingerprint: {report.name} pins no figure to compare" if not figures
                 else f"{path} has no entry for {report.label} (add it with {UPDATE_FLAG})")

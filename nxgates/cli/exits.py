@@ -16,8 +16,11 @@ ERROR_LINE_LIMIT = 1000  #: characters of an error line; whatever a user typed, 
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line of at most about :data:`ERROR_LINE_LIMIT` characters."""
-    line = " ".join(str(text).split())
+    """``text`` on one line of at most about :data:`ERROR_LINE_LIMIT` characters, its control characters
+    escaped and never read as a GitHub workflow command (an error line often quotes a file name)."""
+    from nxgates.streams import safe_line, shown
+
+    line = safe_line(shown(" ".join(str(text).split())))
     if len(line) <= ERROR_LINE_LIMIT:
         return line
     keep = ERROR_LINE_LIMIT // 2  # cut the middle: an error line ends with its reason

@@ -70,7 +70,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
             baseline_missing: str, reduction: str | None, inputs: str | None, ulp: int | None, target: str | None,
             annotations: str | None, summary_path: str | None, html_path: str | None, debug: bool) -> int:
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
-    from nxgates.cli.exits import stop_reason
+    from nxgates.cli.exits import one_line, stop_reason
     from nxgates.cli.signals import signals_held
     from nxgates.errors import NxError
     from nxgates.plan import RunRequest, plan_run
@@ -102,7 +102,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     human = human_stream(to_stderr="-" in (json_path, junit_path))
     renderer = Renderer(human, quiet=quiet, verbose=verbose)
     for warning in plan.warnings:
-        click.echo(f"nxgates: warning: {warning}", err=True)
+        click.echo(f"nxgates: warning: {one_line(warning)}", err=True)
     done = []
     interrupted: KeyboardInterrupt | None = None
     refused: NxError | None = None  #: a later gate that could not run: the finished gates' reports still count
@@ -138,7 +138,7 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
                 files.write_text(html_path, html_text(doc), "--html")
         if not stopped:
             for warning in plan.update_baseline(done):
-                click.echo(f"nxgates: warning: {warning}", err=True)
+                click.echo(f"nxgates: warning: {one_line(warning)}", err=True)
     check_written(human)
     if refused is not None:
         raise refused
@@ -149,5 +149,5 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         click.echo("nxgates: internal error in a gate (run with --debug for the traceback)", err=True)
     for report in done:
         if report.error_kind == INERT:
-            click.echo(f"nxgates: error: {report.name}: {report.error}", err=True)
+            click.echo(f"nxgates: error: {one_line(f'{report.name}: {report.error}')}", err=True)
     return code if done else EXIT_FAIL
