@@ -14,11 +14,13 @@ from nxgates.core.mlp import Dims, mlp_params
 from nxgates.core.pool import EXECUTORS, auto_workers, check_workers
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, GateOutput, IntParam, RunContext
+from nxgates.gates._verdict import NamedRedOutput
 from nxgates.gates.invariance.builtin import SPEC as BUILTIN_SPEC
 from nxgates.gates.invariance.builtin import STATIC as BUILTIN_STATIC
 from nxgates.gates.invariance.builtin import check_given, mlp_grads, seed_arrays
 from nxgates.gates.invariance.calls import Batch, Caller, split_batch
 from nxgates.gates.invariance.checks import (
+    CHECKS,
     I1,
     I2,
     I3,
@@ -122,7 +124,7 @@ def run(ctx: RunContext) -> GateOutput:
     ulp = ctx.options.get("ulp") or 0
     fn, batch, spec = resolve(ctx)
     n = batch.n
-    out = GateOutput()
+    out = NamedRedOutput(CHECKS)
     out.info(f"nx_invariance: {spec} on {n} rows; batched {', '.join(_shapes(batch.batched))}"
              + (f"; static {', '.join(_shapes(batch.static))}" if batch.static else "")
              + f"; floats within {ulp} ULP")
@@ -174,6 +176,7 @@ def run(ctx: RunContext) -> GateOutput:
         out.fingerprint_cells(f"output {name}", a)
     out.green = f"INVARIANCE GREEN {passed}/5 -- the target's rows do not depend on their batch, pool or call"
     out.red = f"INVARIANCE RED {passed}/5 -- a row's outputs depend on its batch, its worker or the call"
+    out.others_failed(f"INVARIANCE RED {passed}/5", "every row's outputs independent of its batch, pool and call")
     return out
 
 

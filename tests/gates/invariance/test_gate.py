@@ -120,3 +120,20 @@ def test_a_larger_batch_is_sampled_and_still_green(entry):
     assert report.passed
     (i1,) = [c for c in report.output.checks if c.name == I1]
     assert i1.detail.startswith("5 rows of 40 (seed 1) alone")
+
+
+def test_a_moved_baseline_alone_is_named_not_blamed_on_the_target(entry):
+    import copy
+
+    from nxgates.baseline import session
+
+    report = run_gate(entry, entry.defaults, timeout=60)
+    doc_entry = session.entry_of(report)
+    figures = copy.deepcopy(doc_entry["fingerprints"])
+    figures["output out"]["sha256"] = "0" * 64
+    session.add_check(report, {"entries": {session.key_of(report): {**doc_entry, "fingerprints": figures}}},
+                      "base.json", "fail")
+    assert report.verdict == ("INVARIANCE RED 5/5 -- every row's outputs independent of its batch, pool and call; "
+                              "failed: baseline")
+    planted = run_gate(entry, entry.defaults, fault="mate-leak", timeout=60)
+    assert planted.verdict.startswith("INVARIANCE RED 2/5 -- a row's outputs depend on its batch")
