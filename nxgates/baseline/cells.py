@@ -71,7 +71,7 @@ def figure_problem(value: Any) -> str | None:
         if "sha256" not in value or "shape" not in value:
             return "a table without sha256 and shape: neither a value nor an array record"
         return record_problem(value)
-    return f"{_kind(value)}: neither a value (int, float, str or bool) nor an array record"
+    return f"{kind_of(value)}: neither a value (int, float, str or bool) nor an array record"
 
 
 def record_problem(record: dict[str, Any]) -> str | None:
@@ -104,8 +104,10 @@ def record_problem(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _kind(value: Any) -> str:
-    return {type(None): "null", list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+def kind_of(value: Any) -> str:
+    """A JSON value's kind, as a message names it."""
+    return {type(None): "null", list: "a list", dict: "a table", str: "text", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def _short(value: Any, limit: int = 40) -> str:

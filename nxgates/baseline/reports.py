@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
+from nxgates.baseline.cells import kind_of
 from nxgates.baseline.compare import figure_lines
 from nxgates.baseline.keys import INPUTS_METRIC, entry_key, label
 from nxgates.baseline.store import figures_problem, json_document
@@ -52,7 +53,7 @@ def _gate_problem(gate: Mapping[str, Any]) -> str | None:
     """What is wrong with a gate run's fields that the comparison reads, None if nothing."""
     for field, kind in (("metrics", dict), ("label", str)):
         if gate.get(field) is not None and not isinstance(gate[field], kind):
-            return f"{field} is {type(gate[field]).__name__}, not {'a table' if kind is dict else 'text'}"
+            return f"{field} is {kind_of(gate[field])}, not {'a table' if kind is dict else 'text'}"
     return figures_problem(gate["fingerprints"]) if gate.get("fingerprints") is not None else None
 
 

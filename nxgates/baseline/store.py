@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from nxgates.baseline.cells import figure_problem
+from nxgates.baseline.cells import figure_problem, kind_of
 from nxgates.errors import ConfigError
 from nxgates.safeio import output_path, read_text
 
@@ -49,7 +49,7 @@ def parse(text: str, path: str, flag: str) -> dict[str, Any]:
                           f"{FORMAT}; regenerate it with --update-baseline into a new file")
     for key, entry in doc["entries"].items():
         if not isinstance(entry, dict):
-            raise ConfigError(f"{flag} {path}: entry {key}: {_kind(entry)}, not a table")
+            raise ConfigError(f"{flag} {path}: entry {key}: {kind_of(entry)}, not a table")
         problem = figures_problem(entry.get("fingerprints", {}))
         if problem:
             raise ConfigError(f"{flag} {path}: entry {key}: {problem}")
@@ -89,17 +89,12 @@ def nesting(doc: Any) -> int:
 def figures_problem(figures: Any) -> str | None:
     """What is wrong with a table of pinned figures, naming the first bad one; None if nothing."""
     if not isinstance(figures, dict):
-        return f"fingerprints is {_kind(figures)}, not a table of figures"
+        return f"fingerprints is {kind_of(figures)}, not a table of figures"
     for name, value in figures.items():
         problem = figure_problem(value)
         if problem:
             return f"figure {name}: {problem}"
     return None
-
-
-def _kind(value: Any) -> str:
-    return {type(None): "null", list: "a list", dict: "a table", str: "text", bool: "a boolean", int: "a number",
-            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def dumps(doc: Mapping[str, Any]) -> str:

@@ -284,8 +284,8 @@ def test_a_mutated_report_through_diff_is_exit_0_1_or_2(made, data):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda g: g.update(fingerprints=[1]), "gate lora: fingerprints is a list, not a table of figures"),
-    (lambda g: g.update(metrics=[1]), "gate lora: metrics is list, not a table"),
-    (lambda g: g.update(label=3), "gate lora: label is int, not text"),
+    (lambda g: g.update(metrics=[1]), "gate lora: metrics is a list, not a table"),
+    (lambda g: g.update(label=3), "gate lora: label is a number, not text"),
     (lambda g: g["fingerprints"]["A_analytic"]["values"].append(1),
      "gate lora: figure A_analytic: values hold 13 cells, shape [6, 2] has 12"),
 ])
