@@ -85,7 +85,6 @@ class CheckTally:
     where: str = ""  #: the comparison that found :attr:`first` (e.g. "split 3")
     labels: tuple[str, str] = ("expected", "got")  #: how the line names the two sides there
     failing_rows: set[int] = field(default_factory=set)
-    comparisons: int = 0
 
     @property
     def passed(self) -> bool:
@@ -94,7 +93,6 @@ class CheckTally:
     def compare(self, expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rows: np.ndarray, where: str,
                 labels: tuple[str, str]) -> bool:
         """Fold one comparison: ``rows[k]`` is the batch row of leading index ``k`` of both. True: it passed."""
-        self.comparisons += 1
         ok = True
         for name, a in expected.items():
             tally = self.outputs.setdefault(name, OutputTally())
@@ -115,9 +113,10 @@ class CheckTally:
             "exact compare" if c.ulps is None else f"{c.ulps} ULP")
         failing = sum(t.failing for t in self.outputs.values())
         cells = sum(t.cells for t in self.outputs.values())
+        rows = len(self.failing_rows)
         return (f"row {c.row} output {c.output!r} [{c.index}]: {self.labels[0]}={c.expected!s} "
                 f"{self.labels[1]}={c.got!s} ({distance}; {self.where}); {failing}/{cells} cells in "
-                f"{len(self.failing_rows)} rows beyond {self.ulp} ULP")
+                f"{rows} row{'' if rows == 1 else 's'} beyond {self.ulp} ULP")
 
     def metrics(self) -> dict[str, Any]:
         return {name: t.metrics() for name, t in self.outputs.items()}

@@ -54,7 +54,7 @@ def test_within_ulp_passes_beyond_fails_and_the_line_names_the_first_failing_row
     b[1, 0] = np.nextafter(np.nextafter(b[1, 0], np.float32(np.inf)), np.float32(np.inf))
     assert not compare(a, b).passed and compare(a, b, ulp=2).passed
     tally = compare(a, b, ulp=1)
-    assert tally.line() == "row 1 output 'y' [0]: a=3.0 b=3.0000005 (2 ULP; here); 1/4 cells in 1 rows beyond 1 ULP"
+    assert tally.line() == "row 1 output 'y' [0]: a=3.0 b=3.0000005 (2 ULP; here); 1/4 cells in 1 row beyond 1 ULP"
     figures = tally.metrics()["y"]
     assert figures["histogram"] == {"0": 2, "1": 1, "2-3": 1, "4-15": 0, "16+": 0} and figures["max_ulps"] == 2
 
