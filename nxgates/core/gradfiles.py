@@ -112,7 +112,8 @@ def _check_kind(path: str) -> None:
 def _check_header(path: str, B: int, n_params: int) -> None:
     """The ``.npy`` header read before numpy maps the file: a shape other than (B, NP) (negative, absurd) or
     a length other than the header's plus B*NP float32 cells is a usage error, never numpy's overflow or
-    warning. An .npz archive or an .npy of another format version is left to ``np.load``'s own messages."""
+    warning. A file without the ``.npy`` magic string is left to :func:`_check_kind`, an ``.npy`` of another
+    format version to ``np.load``'s own messages."""
     from nxgates.core.tensors.read import parse_npy_header
 
     where = f"--compare-grads {path}"
