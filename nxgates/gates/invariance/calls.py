@@ -224,5 +224,5 @@ def target_error(exc: BaseException, where: str) -> str:
 
 
 def describe(sig: tuple) -> str:
-    return ", ".join(f"{name} {np.dtype(dt)} (n, {', '.join(map(str, shape))})".replace(", )", ")")
-                     for name, dt, shape in sig)
+    """Outputs' names, dtypes and shapes, as a line shows them: ``y float32 (n, 4)``."""
+    return ", ".join(f"{name} {np.dtype(dt)} (n{''.join(f', {d}' for d in shape)})" for name, dt, shape in sig)

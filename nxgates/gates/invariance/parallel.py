@@ -14,7 +14,7 @@ import numpy as np
 from nxgates.core.pool import make_pool, resolve
 from nxgates.errors import GateTimeout
 from nxgates.gatekit import RunContext
-from nxgates.gates.invariance.calls import Batch, ContractError, Outputs, TargetError, normalize, rows_text
+from nxgates.gates.invariance.calls import Batch, Caller, ContractError, Outputs, TargetError, normalize, rows_text
 from nxgates.gates.invariance.compare import CheckTally
 from nxgates.gates.invariance.faults import WorkerState
 
@@ -74,7 +74,7 @@ def run_chunk(ctx: tuple[Any, int, int], worker: int) -> tuple[Outputs, float]:
     return outputs, seconds
 
 
-def check_parallel(ctx: RunContext, job: PoolJob, serial: Any, executor: str, workers: int, ulp: int
+def check_parallel(ctx: RunContext, job: PoolJob, serial: Caller, executor: str, workers: int, ulp: int
                    ) -> PoolResult:
     """I4: the chunks on the pool (``PASSES`` times), each compared with the serial call of the same rows."""
     n = job.batch.n
@@ -99,6 +99,7 @@ def check_parallel(ctx: RunContext, job: PoolJob, serial: Any, executor: str, wo
             if k + first not in results:
                 continue
             start, stop = bounds[k % len(bounds)]
+            serial.check_signature(results[k + first][0], f"{r.label} (worker {r.worker})")
             tally.compare(expected[(start, stop)], results[k + first][0], np.arange(start, stop),
                           f"worker {r.worker}, pass {k // len(bounds) + 1}", ("serial", f"worker {r.worker}"))
         distinct = pool.workers_used(records)

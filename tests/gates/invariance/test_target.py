@@ -66,6 +66,14 @@ def hangs_in_a_worker(X):
     return X
 
 
+def wider_alone(X):
+    return X.astype(np.float64) if X.shape[0] == 1 else X
+
+
+def renamed_in_a_worker(X):
+    return {"z": X} if threading.current_thread().name.startswith("nxgates-worker") else {"y": X}
+
+
 def reuses_a_buffer(X):
     BUFFER[: X.shape[0]] = X * 2
     return BUFFER[: X.shape[0]]
@@ -226,6 +234,17 @@ def test_an_output_of_the_wrong_length_is_a_gate_error(entry, targets, arrays):
     assert report.error_kind == "gate"
     assert ("target broke the contract on rows 0..7 of 8: output 'out' has shape (7, 4): its leading axis must "
             "be the 8 rows given") in report.error
+
+
+@pytest.mark.parametrize("name, message", [
+    ("wider_alone", "target returned out float64 (n, 4) for rows 0..0 of 8, but out float32 (n, 4) before"),
+    ("renamed_in_a_worker", "target returned z float32 (n, 4) for rows 0..1 of 8 (worker 0), but y float32 (n, 4) "
+                            "before"),
+])
+def test_outputs_that_change_names_dtypes_or_shapes_between_calls_are_a_gate_error(entry, targets, arrays, name,
+                                                                                    message):
+    report = run(entry, targets, name, arrays)
+    assert report.error_kind == "gate" and message in report.error
 
 
 def test_a_target_that_writes_into_its_inputs_is_a_gate_error(entry, targets, arrays):
