@@ -29,7 +29,8 @@ OUTPUT_KINDS = "biufc"
 
 
 class TargetError(SystemExit):
-    """The target raised or broke the contract: the runner reports the gate's error (exit 1), with this line."""
+    """The target raised or broke the contract. A SystemExit because the runner reports a gate's ``sys.exit``
+    as that gate's error (exit 1), and any other exception as a crash of nxgates (exit 3)."""
 
 
 class ContractError(Exception):

@@ -1,8 +1,8 @@
 """invariance's planted faults: each wraps the target's outputs (the target itself is never edited), so
 they plant the same on the built-in target and on a user's.
 
-Every fault moves a cell by one step of its dtype: one ULP of a float (towards +inf), one of an integer, the
-value of a bool.
+A step of a dtype (:func:`step`) is one ULP of a float (towards +inf), one of an integer, or a bool's value
+negated; mate-leak adds a share of the batch's mean instead.
 """
 
 from __future__ import annotations
