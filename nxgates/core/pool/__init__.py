@@ -28,7 +28,13 @@ def make_pool(kind: str, n_workers: int = 0, extend: type | None = None, schedul
 
     ``extend``: a class whose methods override the pool's (e.g. :meth:`WorkerPool.worker_for`,
     :meth:`WorkerPool.accepts`), put in front of the executor's pool class, so one override serves every kind.
+
+    First the ``/dev/shm`` files of runs killed before they could remove them are reclaimed (:mod:`.shm`):
+    every run with a pool is a next run of one that was killed.
     """
+    from nxgates.core.pool.shm import reclaim_stale
+
+    reclaim_stale()
     if kind == "dask":
         from nxgates.core.pool.dask import DaskWorkerPool  # distributed is imported only for this executor
 
