@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test bench lint clean compile peer-venv mutation
+.PHONY: run test bench lint clean compile peer-venv mutation floors
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,8 +55,29 @@ peer-venv:
 	.venv-peer/bin/python -m pip install -q torch==2.13.0 numpy
 	.venv-peer/bin/python -m pip install -q jax jaxlib
 
+# The dependency floors of pyproject.toml, proven (a few minutes, downloads from PyPI; not part of `make test`):
+# a fresh venv with every dependency of the package and of its dask and html extras at the lowest version
+# pyproject.toml allows (">=X" installed as "==X"; a requirement without a floor is an error), then
+# `nxgates selftest` from an empty directory (every gate clean and with each fault, parallel-grad's on Dask too),
+# and dp-train and lora on Dask with an HTML report (matplotlib's plots).
+FLOORS ?= .venv-floors
+FLOOR_PINS := import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	reqs = p["dependencies"] + p["optional-dependencies"]["dask"] + p["optional-dependencies"]["html"]; \
+	bad = [r for r in reqs if r.count(">=") != 1 or "," in r]; \
+	bad and exit(f"no single floor: {bad}"); \
+	print("\n".join(r.replace(">=", "==") for r in reqs))
+
+floors:
+	rm -rf $(FLOORS)
+	$(PYTHON) -m venv $(FLOORS)
+	$(PYTHON) -c '$(FLOOR_PINS)' > $(FLOORS)/floors.txt
+	$(FLOORS)/bin/python -m pip install -q -e '.[dask,html]' -r $(FLOORS)/floors.txt
+	@echo "floors: $$(tr '\n' ' ' < $(FLOORS)/floors.txt)(python $$($(FLOORS)/bin/python -c 'import platform; print(platform.python_version())'))"
+	cd "$$(mktemp -d)" && $(CURDIR)/$(FLOORS)/bin/nxgates selftest && \
+		$(CURDIR)/$(FLOORS)/bin/nxgates run dp-train lora --executor dask --html report.html -q
+
 clean:
-	rm -rf $(VENV) .venv-peer mutants build dist *.egg-info .pytest_cache .ruff_cache bench-results
+	rm -rf $(VENV) .venv-peer $(FLOORS) mutants build dist *.egg-info .pytest_cache .ruff_cache bench-results
 
 # The performance table of docs/performance.md, from the last `make bench` (bench-results/bench.json).
 .PHONY: docs
