@@ -25,6 +25,11 @@ class ResourceError(NxError):
     """The requested sizes would overflow int64 or need more memory than this machine has."""
 
 
+class GateError(Exception):
+    """What a gate was asked to check broke the gate's contract (a user's function raised or returned the
+    wrong thing): that gate's error, exit 1, never a crash of nxgates."""
+
+
 class GateTimeout(Exception):
     """A gate ran past its --timeout; the runner reports it as a failed gate (exit 1)."""
 

@@ -11,10 +11,12 @@ fault (:func:`judge_planted`): a run with a planted fault is never green.
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nxgates.errors import ConfigError
+from nxgates.errors import ConfigError, NxError
 from nxgates.gatekit import ParamValue, Progress
 from nxgates.registry import GateEntry
 from nxgates.runner import INERT, GateReport, run_gate, run_repeated
@@ -58,6 +60,7 @@ class RunRequest:
     timeout: float | None = 600.0
     repeat: int = 1
     reports: dict[str, str | None] = field(default_factory=dict)  #: flag -> path ('-' = stdout) of the run
+    annotations: str | None = None  #: --annotations github|none (None: github on GitHub Actions)
 
     def option_values(self) -> dict[str, Any]:
         return {"save_grads": self.save_grads, "compare_grads": self.compare_grads, "scheduler": self.scheduler,
@@ -78,14 +81,30 @@ class PlannedGate:
 
 
 @dataclass
+class RunOutcome:
+    """The reports of the gates that ran, and what stopped the run early, if anything."""
+
+    done: list[GateReport] = field(default_factory=list)
+    interrupted: KeyboardInterrupt | None = None  #: Ctrl-C, or SIGTERM/SIGHUP (Terminated)
+    refused: NxError | None = None  #: a gate that could not run (found only once it started)
+
+    @property
+    def stopped(self) -> bool:
+        return self.interrupted is not None or self.refused is not None
+
+
+@dataclass
 class RunPlan:
-    """Everything checked; :meth:`run` runs one planned gate as every front door runs it."""
+    """Everything checked; :meth:`run` runs one planned gate as every front door runs it, :meth:`execute`
+    runs them all, and :meth:`write_reports` writes what they gave however the run ended."""
 
     request: RunRequest
     gates: list[PlannedGate]
     #: the ``--baseline`` document the gates are compared with (None: no comparison)
     pinned: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+    #: the GitHub annotations and summary asked for (:func:`nxgates.reporting.github.resolve`), or None
+    to_github: Any = None
 
     @property
     def fault(self) -> str | None:
@@ -107,6 +126,44 @@ class RunPlan:
 
             session.add_check(report, self.pinned, str(self.request.baseline), self.request.baseline_missing)
         return report
+
+    def execute(self, on_report: Callable[[GateReport], None],
+                progress: Callable[[], Progress | None] = lambda: None) -> RunOutcome:
+        """Every planned gate in turn. A stop signal, or a gate refused while running, ends the run and is
+        recorded in the outcome, so the reports of the gates that finished are still written."""
+        outcome = RunOutcome()
+        try:
+            for gate in self.gates:
+                report = self.run(gate, progress=progress())
+                outcome.done.append(report)
+                on_report(report)
+        except KeyboardInterrupt as exc:
+            outcome.interrupted = exc
+        except NxError as exc:  # e.g. sizes beyond this machine's memory, found only when the gate started
+            outcome.refused = exc
+        return outcome
+
+    def write_reports(self, outcome: RunOutcome, human_line: Callable[[str], None]) -> list[str]:
+        """The JSON, JUnit, GitHub and HTML reports of the gates that ran, and ``--update-baseline`` after a
+        run that was not stopped; the warnings to show."""
+        from nxgates.reporting import files
+
+        reports, done, stopped = self.request.reports, outcome.done, outcome.stopped
+        files.write_reports(done, json_path=reports.get("--json"), junit_path=reports.get("--junit"),
+                            interrupted=stopped)
+        if self.to_github is not None or reports.get("--html") is not None:  # both from the JSON document
+            from nxgates.reporting.json_report import to_json
+
+            doc = to_json(done, stopped)
+            if self.to_github is not None:
+                from nxgates.reporting import github
+
+                github.publish(self.to_github, doc, human_line)
+            if reports.get("--html") is not None:
+                from nxgates.reporting.html import html_text
+
+                files.write_text(reports["--html"], html_text(doc), "--html")
+        return [] if stopped else self.update_baseline(done)
 
     def update_baseline(self, done: list[GateReport]) -> list[str]:
         """Write ``--update-baseline``'s entries; the warnings for the gates left out."""
@@ -144,7 +201,20 @@ def plan_run(request: RunRequest, *, for_selftest: bool = False) -> RunPlan:
                                                          request.baseline_missing), request.fault)
     gates = [PlannedGate(e, params[e.name], {k: v for k, v in options.items() if k in e.gate.options})
              for e in entries]
-    return RunPlan(request, gates, pinned, registry.repeated_sets(request.sets))
+    return RunPlan(request, gates, pinned, registry.repeated_sets(request.sets), _github_output(request))
+
+
+def _github_output(request: RunRequest) -> Any:
+    """The GitHub annotations and summary to write (checked writable now), or None; its module is imported
+    only where it may write."""
+    summary = request.reports.get("--summary")
+    if request.annotations is None and summary is None and "GITHUB_ACTIONS" not in os.environ:
+        return None
+    from nxgates.reporting import github
+
+    to_github = github.resolve(request.annotations, summary)
+    github.check_writable(to_github)
+    return to_github
 
 
 def load_registry(config: str | None) -> Any:
@@ -160,8 +230,6 @@ def distinct_files(paths: dict[str, str | None]) -> None:
     """Two options naming one file would lose one of them (a report overwritten by the other, a log or
     gradients overwritten while read): exit 2. Paths are compared as real paths, and existing files by
     device and inode, so ``./r.json``, a symlink and a hardlink all count as the same file."""
-    import os
-
     from nxgates.safeio import same_file_key
 
     seen: dict[object, str] = {}
@@ -214,9 +282,14 @@ def fault_cannot_show(entry: GateEntry, fault: str, params: dict[str, ParamValue
 
 def resolve_inputs(entries: list[GateEntry], params: dict[str, dict[str, ParamValue]], sets: tuple[str, ...],
                    path: str) -> tuple[dict[str, dict[str, ParamValue]], Any]:
-    """``--inputs PATH``: the parameters the arrays give, and the arrays."""
+    """``--inputs PATH``: the parameters the arrays give, and the arrays. A gate that takes any arrays (it
+    declares the option but no :class:`InputSpec`, as invariance) gets every array of the ``.npz``."""
     from nxgates.core.tensors.load import inputs_for_run
 
+    if len(entries) == 1 and entries[0].gate.inputs is None and "inputs" in entries[0].gate.options:
+        from nxgates.core.tensors.read import read_any_npz
+
+        return params, read_any_npz(path)
     return inputs_for_run(entries, params, sets, path)
 
 
@@ -268,6 +341,10 @@ def _check_paths(request: RunRequest) -> None:
                     "--inputs": request.inputs})
     for flag in ("--json", "--junit", "--html"):
         files.check_writable(reports.get(flag), flag)
+    if reports.get("--html") is not None:
+        from nxgates.reporting.html import require_plotting
+
+        require_plotting()
     if request.save_grads is not None:
         from nxgates.safeio import output_path
 

@@ -15,6 +15,7 @@ from nxgates.errors import (
     EXIT_INTERNAL,
     EXIT_PASS,
     EXIT_USAGE,
+    GateError,
     GateTimeout,
     NxError,
     ResourceError,
@@ -104,6 +105,9 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
     except GateTimeout:
         seconds = time.perf_counter() - start
         return _failed(entry, params, fault, seconds, f"timed out after {timeout:g} s", "timeout")
+    except GateError as exc:  # what the gate checks broke its contract: the gate's error, not nxgates'
+        seconds = time.perf_counter() - start
+        return _failed(entry, params, fault, seconds, f"gate error: {exc}", "gate")
     except SystemExit as exc:  # a gate never ends the runner: it is that gate's error, and the next one runs
         seconds = time.perf_counter() - start
         return _failed(entry, params, fault, seconds, f"gate error: run() called sys.exit({exc.code!r})", "gate")

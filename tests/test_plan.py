@@ -106,3 +106,36 @@ def test_a_contract_breach_in_pytest_is_shown_as_lines_nobody_can_forge():
     from nxgates.pytest_plugin import _shown
 
     assert _shown("moved\n::warning::x\x1b[31m") == "moved\n\\x3a:warning::x\\x1b[31m"
+
+
+def test_a_gate_that_takes_any_arrays_gets_every_array_of_the_npz(tmp_path, monkeypatch):
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    np.savez(tmp_path / "a.npz", X=np.ones((4, 3), np.float32), W=np.eye(3, dtype=np.float32))
+    plan = plan_run(RunRequest(("invariance",), ("static=W",), inputs=str(tmp_path / "a.npz")))
+    assert sorted(plan.gates[0].options["inputs"]) == ["W", "X"]
+
+
+def test_a_user_function_that_raises_is_the_gates_error_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    import numpy as np
+
+    (tmp_path / "f.py").write_text("def f(X):\n    raise ValueError('no')\n")
+    np.savez(tmp_path / "a.npz", X=np.ones((4, 3), np.float32))
+    plan = plan_run(RunRequest(("invariance",), target=str(tmp_path / "f.py") + ":f", inputs=str(tmp_path / "a.npz")))
+    report = plan.run(plan.gates[0])
+    assert report.error_kind == "gate" and "ValueError: no" in report.error
+    assert exit_code([report]) == EXIT_FAIL
+
+
+def test_two_targets_never_share_a_baseline_entry():
+    from nxgates.baseline.session import key_of
+    from nxgates.runner import GateReport
+
+    def report(target):
+        out = GateOutput()
+        out.metrics = {"target": target}
+        return GateReport("invariance", {"B": 8}, out, 0.0)
+
+    assert key_of(report("a.py:f")) != key_of(report("b.py:f")) != key_of(report(None))

@@ -23,6 +23,8 @@ from nxgates.errors import ConfigError
 from nxgates.runner import GateReport
 from nxgates.streams import shown
 
+#: the metric a gate that checks a user's function names it by (its --target SPEC)
+TARGET_METRIC = "target"
 CHECK = "baseline"  #: the check ``--baseline`` adds to every gate that ran
 MISSING_POLICIES = ("fail", "warn")
 COMPARE_FLAG = "--baseline"
@@ -49,7 +51,11 @@ def prepare(options: BaselineOptions, fault: str | None) -> dict[str, Any] | Non
 
 
 def key_of(report: GateReport) -> str:
-    return entry_key(report.name, report.params, report.output.metrics.get(INPUTS_METRIC))
+    """The entry a run matches: its gate, keyed parameters, inputs and, for a gate that checks a user's
+    function (invariance), that function's SPEC, so two targets never share an entry."""
+    key = entry_key(report.name, report.params, report.output.metrics.get(INPUTS_METRIC))
+    target = report.output.metrics.get(TARGET_METRIC)
+    return key if target is None else f"{key} target={target}"
 
 
 def environment_of(report: GateReport) -> dict[str, Any]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from nxgates.cli.options import MAX_REPEAT, OnceOption, config_option, debug_option, timeout_option
@@ -72,78 +70,47 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
     """Run GATES (names, aliases, or `all`) and print PASS/FAIL lines and a verdict per gate."""
     from nxgates.cli.exits import one_line, stop_reason
     from nxgates.cli.signals import signals_held
-    from nxgates.errors import NxError
     from nxgates.plan import RunRequest, plan_run
-    from nxgates.reporting import files
     from nxgates.reporting.console import Renderer, RichProgress
-    from nxgates.runner import INERT, exit_code
+    from nxgates.runner import INERT, GateReport, exit_code
 
     if quiet and verbose:
         raise ConfigError("-q/--quiet and -v/--verbose cannot be combined")
     reports = {"--json": json_path, "--junit": junit_path, "--summary": summary_path, "--html": html_path}
     plan = plan_run(RunRequest(
         gates, sets, preset, config, fault, executor, reduction, scheduler, save_grads, compare_grads, inputs, ulp,
-        target, baseline, update_baseline, baseline_missing, timeout, repeat, reports))
-    to_github = None  #: the GitHub output asked for; its module is imported only where it may write
-    if annotations is not None or summary_path is not None or "GITHUB_ACTIONS" in os.environ:
-        from nxgates.reporting import github
-
-        to_github = github.resolve(annotations, summary_path)
-        github.check_writable(to_github)
-    if html_path is not None:
-        from nxgates.reporting.html import require_plotting
-
-        require_plotting()
+        target, baseline, update_baseline, baseline_missing, timeout, repeat, reports, annotations))
 
     from nxgates.streams import check_written, human_stream, require_stdout, stdout_to_stderr
 
-    if "-" in (json_path, junit_path):
+    on_stdout = "-" in (json_path, junit_path)
+    if on_stdout:
         require_stdout("the report")
-    human = human_stream(to_stderr="-" in (json_path, junit_path))
+    human = human_stream(to_stderr=on_stdout)
     renderer = Renderer(human, quiet=quiet, verbose=verbose)
     for warning in plan.warnings:
         click.echo(f"nxgates: warning: {one_line(warning)}", err=True)
-    done = []
-    interrupted: KeyboardInterrupt | None = None
-    refused: NxError | None = None  #: a later gate that could not run: the finished gates' reports still count
-    quiet_stdout = stdout_to_stderr("-" in (json_path, junit_path))  # a gate's print() must not corrupt it
-    try:
-        for gate in plan.gates:
-            progress = RichProgress(human) if renderer.console is not None else None
-            report = plan.run(gate, progress=progress)
-            done.append(report)
-            renderer.gate(report)
-            if report.traceback and debug:
-                click.echo(report.traceback, err=True)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated)
-        interrupted = exc
-        click.echo(f"nxgates: {stop_reason(exc)[0]}; writing the reports of finished gates", err=True)
-    except NxError as exc:  # e.g. sizes beyond this machine's memory, found only when the gate started
-        refused = exc
-    finally:
-        quiet_stdout.close()
-    stopped = interrupted is not None or refused is not None
+
+    def show(report: GateReport) -> None:
+        renderer.gate(report)
+        if report.traceback and debug:
+            click.echo(report.traceback, err=True)
+
+    with stdout_to_stderr(on_stdout):  # a gate's print() must not corrupt a report on stdout
+        outcome = plan.execute(show, lambda: RichProgress(human) if renderer.console is not None else None)
+    if outcome.interrupted is not None:
+        click.echo(f"nxgates: {stop_reason(outcome.interrupted)[0]}; writing the reports of finished gates",
+                   err=True)
     with signals_held():  # a second Ctrl-C or SIGTERM must not leave a report half written
-        renderer.summary(done)
-        files.write_reports(done, json_path=json_path, junit_path=junit_path, interrupted=stopped)
-        if to_github is not None or html_path is not None:  # both from the JSON report's document
-            from nxgates.reporting.json_report import to_json
-
-            doc = to_json(done, stopped)
-            if to_github is not None:
-                github.publish(to_github, doc, lambda line: human.write(line + "\n"))
-            if html_path is not None:
-                from nxgates.reporting.html import html_text
-
-                files.write_text(html_path, html_text(doc), "--html")
-        if not stopped:
-            for warning in plan.update_baseline(done):
-                click.echo(f"nxgates: warning: {one_line(warning)}", err=True)
+        renderer.summary(outcome.done)
+        for warning in plan.write_reports(outcome, lambda line: human.write(line + "\n")):
+            click.echo(f"nxgates: warning: {one_line(warning)}", err=True)
     check_written(human)
-    if refused is not None:
-        raise refused
-    if interrupted is not None:
-        return stop_reason(interrupted)[1]
+    if outcome.refused is not None:
+        raise outcome.refused
+    if outcome.interrupted is not None:
+        return stop_reason(outcome.interrupted)[1]
+    done = outcome.done
     code = exit_code(done)
     if code == EXIT_INTERNAL:
         click.echo("nxgates: internal error in a gate (run with --debug for the traceback)", err=True)

@@ -80,7 +80,7 @@ def test_example_plugin_show_selftest_and_all(example_env):
     assert "==== selftest: 1/1 clean gates passed, 2/2 faults caught -- GREEN" in r.stdout
     r = example_env("run", "all", "-q", "--set", "lora.T=2")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines()[-1] == "==== nxgates: 6 / 6 gates passed -- GREEN"  # 5 built in + the plugin
+    assert r.stdout.splitlines()[-1] == "==== nxgates: 7 / 7 gates passed -- GREEN"  # 6 built in + the plugin
 
 
 # ---- broken plugins, in-process ------------------------------------------------------------------------

@@ -126,7 +126,8 @@ def test_run_all_includes_every_gate(invoke):
     assert any(v.startswith("TA-GRADCHECK GREEN") for v in verdicts)
     assert any(v.startswith("NX-INTFP-LORA-TRAIN GREEN") for v in verdicts)
     assert any(v.startswith("DP-TRAIN GREEN") for v in verdicts)
-    assert verdicts[-1] == "==== nxgates: 5 / 5 gates passed -- GREEN"
+    assert any(v.startswith("INVARIANCE GREEN") for v in verdicts)
+    assert verdicts[-1] == "==== nxgates: 6 / 6 gates passed -- GREEN"
 
 
 def test_parallel_grad_seed_lines_and_save_compare(invoke, tmp_path):

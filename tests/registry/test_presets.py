@@ -12,4 +12,4 @@ def test_every_gate_has_the_preset_and_its_values_validate(preset):
     reg = registry.parse(resources.files("nxgates").joinpath("gates.toml").read_text(), "packaged")
     entries = reg.select(["all"])
     params = registry.effective_params(entries, preset, ())  # typed, range-checked, memory-estimated
-    assert set(params) == {"lora", "parallel-grad", "ta-gradcheck", "lora-train", "dp-train"}
+    assert set(params) == {"lora", "parallel-grad", "ta-gradcheck", "lora-train", "dp-train", "invariance"}

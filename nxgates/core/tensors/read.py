@@ -25,6 +25,9 @@ from nxgates.errors import ConfigError
 from nxgates.gatekit import INPUT_DTYPES, InputArray, InputSpec, ParamValue
 from nxgates.safeio import regular_file
 
+#: the dtype kinds :func:`read_any_npz` accepts: bools, integers, floats and complex numbers
+ANY_ARRAY_KINDS = "biufc"
+
 #: the member holding the format version, the gate and its parameters (a 0-d unicode array of JSON)
 META = "nxgates"
 FORMAT_VERSION = 1
@@ -89,6 +92,35 @@ def read_npz(path: str, spec: InputSpec, flag: str = "--inputs") -> tuple[dict[s
                   for name in headers}
     meta = _meta(where, arrays.pop(META)) if META in arrays else {}
     return {a.name: arrays[a.name] for a in spec.arrays}, meta
+
+
+def read_any_npz(path: str, flag: str = "--inputs") -> dict[str, np.ndarray]:
+    """Every array of an ``.npz``, whatever its names, numeric or bool dtype and shape (converted to native C
+    order), read with the checks of :mod:`nxgates.core.tensors.read`: sizes before data, no pickles. The
+    metadata member ``nxgates export`` writes is left out. For a gate that takes any arrays (invariance)."""
+    where = f"{flag} {path}"
+    regular_file(path, flag)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise ConfigError(f"{where}: not a readable .npz archive ({exc})") from None
+    with zf:
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in zf.infolist():
+            name = info.filename
+            if not name.endswith(".npy") or name[:-4] in members:
+                raise ConfigError(f"{where}: unexpected member {name!r} (an .npz holds one NAME.npy per array)")
+            if name[:-4] != META:
+                members[name[:-4]] = info
+        if not members:
+            raise ConfigError(f"{where}: holds no arrays")
+        headers = {name: _header(zf, info, f"{where}: array {name}") for name, info in members.items()}
+        for name, h in headers.items():
+            if h.dtype.kind not in ANY_ARRAY_KINDS or h.dtype.fields is not None:
+                raise ConfigError(f"{where}: array {name}: dtype {h.dtype} (numbers or bools only)")
+        require(2 * sum(h.nbytes for h in headers.values()), f"{where}: its arrays")  # read, then converted
+        return {name: _read_member(zf, members[name], headers[name], f"{where}: array {name}")
+                for name in sorted(members)}
 
 
 def _starts_with(path: str, magic: bytes) -> bool:

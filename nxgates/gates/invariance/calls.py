@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from nxgates.deadline import THREAD_PREFIX
-from nxgates.errors import ConfigError, GateTimeout
+from nxgates.errors import ConfigError, GateError, GateTimeout
 from nxgates.gates.invariance.compare import CheckTally
 
 Outputs = dict[str, np.ndarray]
@@ -28,9 +28,8 @@ Outputs = dict[str, np.ndarray]
 OUTPUT_KINDS = "biufc"
 
 
-class TargetError(SystemExit):
-    """The target raised or broke the contract. A SystemExit because the runner reports a gate's ``sys.exit``
-    as that gate's error (exit 1), and any other exception as a crash of nxgates (exit 3)."""
+class TargetError(GateError):
+    """The target raised or broke the contract: the gate's error (exit 1), never a crash of nxgates."""
 
 
 class ContractError(Exception):

@@ -12,6 +12,7 @@ import numpy as np
 from nxgates.core.memory import require
 from nxgates.core.mlp import Dims, mlp_params
 from nxgates.core.pool import EXECUTORS, auto_workers, check_workers
+from nxgates.core.tensors.read import read_any_npz
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, GateOutput, IntParam, RunContext
 from nxgates.gates._verdict import NamedRedOutput
@@ -36,7 +37,7 @@ from nxgates.gates.invariance.checks import (
 from nxgates.gates.invariance.compare import CheckTally
 from nxgates.gates.invariance.faults import WorkerState, planted
 from nxgates.gates.invariance.parallel import PoolJob, check_parallel
-from nxgates.gates.invariance.target import load_target, read_arrays
+from nxgates.gates.invariance.target import load_target
 
 #: what ``static`` holds when every array is batched
 NO_STATIC = "none"
@@ -98,7 +99,7 @@ def resolve(ctx: RunContext) -> tuple[Callable[..., Any], Batch, str]:
     spec = ctx.options.get("target")
     given = ctx.options.get("inputs")
     if isinstance(given, str):  # a path: read here, and kept as arrays so the run is keyed by their digest
-        given = ctx.options["inputs"] = read_arrays(given)
+        given = ctx.options["inputs"] = read_any_npz(given)
     static = () if p["static"] == NO_STATIC else tuple(p["static"].split(","))
     if spec is None:
         if given is None:

@@ -14,16 +14,10 @@ import importlib
 import importlib.util
 import os
 import sys
-import zipfile
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from nxgates.core.memory import require
-from nxgates.core.tensors.read import META, _header, _read_member
 from nxgates.errors import ConfigError
-from nxgates.gates.invariance.calls import OUTPUT_KINDS
 from nxgates.safeio import regular_file
 
 #: the prefix of the module name a target file is loaded under
@@ -100,30 +94,3 @@ def portable(fn: Callable[..., Any]) -> Any:
     return ByValue(fn) if module.startswith(FILE_MODULE_PREFIX) and module in sys.modules else fn
 
 
-def read_arrays(path: str, flag: str = "--inputs") -> dict[str, np.ndarray]:
-    """Every array of an ``.npz``, whatever its names, numeric or bool dtype and shape (converted to native C
-    order), read with the checks of :mod:`nxgates.core.tensors.read`: sizes before data, no pickles. The
-    metadata member ``nxgates export`` writes is left out."""
-    where = f"{flag} {path}"
-    regular_file(path, flag)
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ConfigError(f"{where}: not a readable .npz archive ({exc})") from None
-    with zf:
-        members: dict[str, zipfile.ZipInfo] = {}
-        for info in zf.infolist():
-            name = info.filename
-            if not name.endswith(".npy") or name[:-4] in members:
-                raise ConfigError(f"{where}: unexpected member {name!r} (an .npz holds one NAME.npy per array)")
-            if name[:-4] != META:
-                members[name[:-4]] = info
-        if not members:
-            raise ConfigError(f"{where}: holds no arrays")
-        headers = {name: _header(zf, info, f"{where}: array {name}") for name, info in members.items()}
-        for name, h in headers.items():
-            if h.dtype.kind not in OUTPUT_KINDS or h.dtype.fields is not None:
-                raise ConfigError(f"{where}: array {name}: dtype {h.dtype} (numbers or bools only)")
-        require(2 * sum(h.nbytes for h in headers.values()), f"{where}: its arrays")  # read, then converted
-        return {name: _read_member(zf, members[name], headers[name], f"{where}: array {name}")
-                for name in sorted(members)}
