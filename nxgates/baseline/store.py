@@ -26,6 +26,7 @@ from typing import Any
 from nxgates.baseline.cells import figure_problem, kind_of
 from nxgates.errors import ConfigError
 from nxgates.safeio import output_path, read_text
+from nxgates.streams import shown
 
 FORMAT = 1  #: the format version this nxgates reads and writes
 SIZE_LIMIT = 64 << 20  #: cells are kept as digests, so even many gates at large sizes stay far below this
@@ -109,6 +110,7 @@ def check_updatable(path: str, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: directory {target.parent} does not exist")
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {path}: cannot write to directory {target.parent}")
+    _check_lock(_lock_path(target), target, flag)
     if target.exists():
         load(path, flag)
 
@@ -130,14 +132,36 @@ def _target(path: str, flag: str) -> Path:
     return Path(path)
 
 
+def _lock_path(target: Path) -> Path:
+    return target.with_name(target.name + ".lock")
+
+
+def _check_lock(lock: Path, target: Path, flag: str) -> None:
+    """The sidecar lock is absent or a regular file: a directory, a symlink, a FIFO or a device there is
+    refused before any gate runs, not found once the gates ran (and a device is never opened)."""
+    try:
+        mode = os.lstat(lock).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"{flag} {shown(target)}: cannot use {shown(lock)}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a symlink" if stat.S_ISLNK(mode)
+                else "not a regular file")
+        raise ConfigError(f"{flag} {shown(target)}: its lock file {shown(lock)} is {kind}; remove it")
+
+
 @contextlib.contextmanager
 def _locked(target: Path, flag: str) -> Iterator[None]:
-    lock = target.with_name(target.name + ".lock")
+    lock = _lock_path(target)
+    _check_lock(lock, target, flag)
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
     except OSError as exc:
-        raise ConfigError(f"{flag} {target}: cannot lock {lock}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{flag} {shown(target)}: cannot lock {shown(lock)}: {exc.strerror or exc}") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the check and the open
+            raise ConfigError(f"{flag} {shown(target)}: its lock file {shown(lock)} is not a regular file")
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:

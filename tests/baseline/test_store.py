@@ -112,3 +112,19 @@ def test_without_the_lock_the_same_race_loses_entries(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "load", load_then_race)
     store.update(str(path), {"mine": {}}, FLAG)
     assert "other" not in json.loads(path.read_text())["entries"]
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
+def test_a_lock_path_that_is_not_a_regular_file_is_refused_before_any_gate_runs(invoke, tmp_path, kind):
+    lock = tmp_path / "b.json.lock"
+    if kind == "directory":
+        lock.mkdir()
+    elif kind == "symlink":
+        lock.symlink_to(tmp_path / "elsewhere")
+    else:
+        os.mkfifo(lock)
+    r = invoke("run", "lora", "--update-baseline", "b.json")
+    assert r.exit_code == 2 and r.stdout == ""
+    expected = {"directory": "a directory", "symlink": "a symlink", "fifo": "not a regular file"}[kind]
+    assert f"its lock file b.json.lock is {expected}; remove it" in r.stderr
+    assert not (tmp_path / "b.json").exists()
