@@ -84,13 +84,14 @@ class Program:
         if tuple((a.shape, a.dtype) for a in bound) != self.signature:
             raise ValueError("a program replays only on arrays of the shapes and dtypes it was recorded with")
         saved = np.setbufsize(self.buffer)
-        try:
-            for kernel, args, slots in self.steps:
-                if slots:
-                    args = list(args)  # a fresh list each run: the recording stays as it is
-                    for pos, i in slots:
-                        args[pos] = bound[i]
-                kernel(*args)
+        try:  # overflow gives inf and NaN silently, as the recording's kernels do (nxgates.core.kernels.run)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                for kernel, args, slots in self.steps:
+                    if slots:
+                        args = list(args)  # a fresh list each run: the recording stays as it is
+                        for pos, i in slots:
+                            args[pos] = bound[i]
+                    kernel(*args)
         finally:
             np.setbufsize(saved)
         return self.result
