@@ -177,3 +177,15 @@ def test_a_missed_fault_fails_the_liar_kill_item(run):
     r = run("--nxgates", "lora", "--nxgates-inject", "grad-bug", "--nxgates-set", "tol_permil=150")
     r.assert_outcomes(passed=3, failed=1)
     r.stdout.fnmatch_lines(["FAILED lora::liar-kill - Failed: fault grad-bug MISSED: it moved A_analytic*"])
+
+
+def test_invariance_on_a_users_function_through_pytest(pytester, run):
+    import numpy as np
+
+    (pytester.path / "f.py").write_text("import numpy as np\n\ndef f(X, W):\n    return X @ W + X.sum(0)\n")
+    np.savez(pytester.path / "a.npz", X=np.arange(12, dtype=np.float32).reshape(4, 3), W=np.eye(3, dtype=np.float32))
+    target = f"--nxgates-target={pytester.path / 'f.py'}:f"
+    r = run("--nxgates", "invariance", target, f"--nxgates-inputs={pytester.path / 'a.npz'}",
+            "--nxgates-set", "static=W")
+    failed = [line for line in r.stdout.lines if line.startswith("FAILED invariance::")]
+    assert r.ret == 1 and any("I1 row alone == in batch" in line for line in failed)  # X.sum(0) mixes rows
