@@ -101,7 +101,8 @@ def measure(child: Callable[[dict], dict], rounds: int = 5) -> tuple[dict, list]
             continue
         peer = median(r[name]["seconds"] for r in rounds_)
         speed = median(r[name]["seconds"] / r["parallel_seconds"] for r in rounds_)
-        results[name] = {"version": rounds_[0][name][name], "seconds": peer, "speed": speed}
+        results[name] = {"version": rounds_[0][name][name], "seconds": peer, "speed": speed,
+                         "speeds": [r[name]["seconds"] / r["parallel_seconds"] for r in rounds_]}
         each = ", ".join(f"{r[name]['seconds'] / r['parallel_seconds']:.2f}" for r in rounds_)
         print(f"  parallel pass on 2 workers {parallel:.4f} s ({256 / parallel:.0f} ex/s); {name} "
               f"{rounds_[0][name][name]} {what} {peer:.4f} s ({256 / peer:.0f} ex/s): {speed:.2f}x {name}'s speed "
