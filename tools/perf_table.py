@@ -281,11 +281,12 @@ def _why_lora_workers(results: dict[str, Any]) -> list[str]:
              "enough for a second core to pay for a fork, so `workers=0` keeps every preset in one process and "
              "forks only from `T*DM^2*R = 2^30` up.")
     if _num(speedup):
-        text += f" On 2 workers the gate at `large` runs at {_times(speedup)} one worker's speed (medians of 5 runs)."
+        text += (f" On 2 workers the gate at `large` runs at {_times(speedup)} one worker's speed (the quotient of "
+                 "medians of 5 runs).")
     text += " The bench also times `T=2048 DM=256 R=8` (a real batch of tokens) on 1 and 2 workers, with no target"
     if isinstance(tokens, dict) and all(_num(tokens.get(k)) for k in ("one_seconds", "two_seconds", "speedup")):
         text += (f": {_seconds(tokens['one_seconds'], 2)} and {_seconds(tokens['two_seconds'], 2)}, "
-                 f"{_times(tokens['speedup'])} (medians of 3 runs)")
+                 f"{_times(tokens['speedup'])} (medians of 3 runs and their quotient)")
     return [text + ".", ""]
 
 
@@ -379,10 +380,12 @@ def _scale_rows(results: dict[str, Any]) -> list[str]:
     pg_xl = scale.get("pg_xl") or {}
 
     def one_two(row: dict, digits: int) -> str:
-        if not all(_num(row.get(k)) for k in ("one_seconds", "two_seconds", "speedup")):
-            return "-" if not _num(row.get("speedup")) else f"{_times(row['speedup'])} one worker's speed"
-        return (f"{_seconds(row['one_seconds'], digits)} on 1, {_seconds(row['two_seconds'], digits)} on 2: "
-                f"{_times(row['speedup'])}")
+        if not _num(row.get("speedup")):
+            return "-"
+        speed = f"2 workers at {_times(row['speedup'])} one worker's speed"
+        if not (_num(row.get("one_seconds")) and _num(row.get("two_seconds"))):
+            return speed
+        return f"{_seconds(row['one_seconds'], digits)} on 1, {_seconds(row['two_seconds'], digits)} on 2: {speed}"
 
     rows: list[tuple[str, ...]] = [
         ("parallel-grad `large`: gate seconds / (serial + 2 x parallel pass)",
@@ -394,9 +397,10 @@ def _scale_rows(results: dict[str, Any]) -> list[str]:
          if _num(scale.get("pg_large_B256_peak_rss")) else "-", "one run each"),
         ("parallel-grad `xl`, peak RSS (parent + largest worker)", _mib(pg_xl.get("peak_rss")), "one run"),
         ("parallel-grad `xl`, gate seconds", _seconds(pg_xl.get("seconds"), 1), "one run"),
-        ("lora `large`, 1 and 2 workers", one_two(workers, 3), "medians of 5 runs"),
+        ("lora `large`, 1 and 2 workers", one_two(workers, 3), "medians of 5 runs, their quotient"),
         ("lora `xl`, 1 and 2 workers (no target)", one_two(xl_workers, 2), "one run each"),
-        ("lora `T=2048 DM=256 R=8`, 1 and 2 workers (no target)", one_two(tokens, 2), "medians of 3 runs"),
+        ("lora `T=2048 DM=256 R=8`, 1 and 2 workers (no target)", one_two(tokens, 2),
+         "medians of 3 runs, their quotient"),
         ("lora `xl`, whole process", _seconds(scale.get("lora_xl_whole_process_seconds"), 1), "one run"),
         *((f"ta-gradcheck `{p}` (no target)", _seconds(_get(scale, f"ta_gradcheck_{p}", "seconds"), 2), "one run")
           for p in ("large", "xl")),
