@@ -1,5 +1,6 @@
 """``--html PATH``: a self-contained page (well-formed, nothing from the network), every plot an inline SVG,
-the gradcheck's failing cells marked, bounded at xl, and exit 2 with the install line without matplotlib."""
+the gradcheck's failing cells marked, bounded at xl, and exit 2 with the install line without matplotlib.
+Each gate's plots are tested in test_html_plots.py, the page in a browser in test_html_browser.py."""
 
 import re
 import shutil
@@ -69,8 +70,9 @@ def parse(text: str) -> PageParser:
     return page
 
 
-def plots(page: PageParser) -> dict[str, dict]:
-    return {f["data-plot"]: f for f in page.figures if f.get("data-plot")}
+def plots(page: PageParser, gate: str | None = None) -> dict[str, dict]:
+    """The page's figures by kind (of one gate's, when named)."""
+    return {f["data-plot"]: f for f in page.figures if f.get("data-plot") and gate in (None, f.get("data-gate"))}
 
 
 def lora_gate(dm: int, r: int, bad_a: tuple[int, ...] = (), tol: int = 70) -> dict:
@@ -123,7 +125,7 @@ def test_a_planted_fault_is_marked_in_the_heatmap(invoke, tmp_path):
     shown = plots(page)
     assert shown["gradcheck-A"]["data-failing-cells"] == "0"
     assert int(shown["gradcheck-B"]["data-failing-cells"]) > 0
-    assert page.svgs == 2 and text.count('id="failing-cells"') == 1  # the red layer, on B only
+    assert len(page.figures) == 2 and text.count('id="failing-cells"') == 1  # the red key, on B only
     assert "transposed-b" in text and '<span class="fail">FAIL</span>' in text
 
 
@@ -139,9 +141,9 @@ def test_training_and_pool_gates_plot_loss_tasks_and_times(invoke, tmp_path):
     r = invoke("run", "lora-train", "parallel-grad", "--html", "r.html", "-q")
     assert r.exit_code == 0, r.output
     page = parse((tmp_path / "r.html").read_text())
-    kinds = [f["data-plot"] for f in page.figures]
-    assert kinds == ["loss", "tasks-per-worker", "pass-times"]
-    assert page.svgs == len(kinds)
+    kinds = {gate: [f["data-plot"] for f in page.figures if f["data-gate"] == gate]
+             for gate in ("lora-train", "parallel-grad")}
+    assert kinds == {"lora-train": ["loss", "worst-vs-tolerance"], "parallel-grad": ["tasks-per-worker", "pass-times"]}
 
 
 def test_the_ulp_histogram_of_compare_grads_is_plotted(invoke, tmp_path):
@@ -159,9 +161,9 @@ def test_the_ulp_histogram_of_compare_grads_is_plotted(invoke, tmp_path):
     assert compared["histogram"]["1"] >= 1
     page = parse((tmp_path / "r.html").read_text())
     assert "ulp-histogram" in plots(page)
-    from nxgates.reporting.html.page import _ulp_histogram
+    from nxgates.reporting.html.compared import histogram
 
-    bars = _ulp_histogram(compared)
+    bars = histogram(compared).counts
     assert list(bars)[:len(compared["histogram"])] == list(compared["histogram"])
     assert sum(bars.values()) == sum(compared["tensors"][t]["cells"] for t in compared["tensors"])
 
@@ -176,7 +178,7 @@ def test_at_xl_heatmaps_are_pooled_said_so_and_the_page_stays_small():
     shown = plots(parse(text))
     assert shown["gradcheck-A"]["data-failing-cells"] == "1"
     assert "max-pooled by 4 x 1 cells" in text and "max-pooled by 1 x 4 cells" in text
-    assert "(16384 values)" in text  # the cells themselves are in --json, not on the page
+    assert "[1024x16]" in text and "[16x1024]" in text  # the cells themselves are in --json: a shape and a line
     assert len(text) < 400_000
 
 
@@ -231,5 +233,5 @@ def test_pinned_figures_are_shown_by_their_digest_not_as_records(invoke, tmp_pat
     record = report["gates"][0]["fingerprints"]["A_analytic"]
     page = html_text(report)
     parse(page)
-    assert "Pinned figures" in page and f"sha256 {record['sha256'][:16]}..." in page
+    assert "Pinned figures" in page and f"sha256 <code>{record['sha256'][:16]}...</code>" in page
     assert "'blocks'" not in page and "1329684529960" in page  # no raw record; the pinned loss as is

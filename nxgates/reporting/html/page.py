@@ -1,4 +1,6 @@
-"""The HTML page: per gate its checks, parameters, environment, figures and plots; inline CSS, no script.
+"""The HTML page, leading with what matters: the verdict, a row per gate, then each failing check's detail
+and its plot; then per gate its plots, and folded (``<details>``) its checks when green, parameters once,
+figures, pinned figures, and the environment. Inline CSS, no script.
 
 Nothing on the page is fetched: no script, font, style or image comes from the network, so the file
 opens the same from a CI artifact, an e-mail or a laptop offline.
@@ -6,40 +8,49 @@ opens the same from a CI artifact, an e-mail or a laptop offline.
 
 from __future__ import annotations
 
-from html import escape as html_escape
 from typing import Any
 
-from nxgates.reporting.html import cells, plots
-from nxgates.streams import shown
+from nxgates.reporting.html import values
+from nxgates.reporting.html.gateplots import Plot, gate_plots
+from nxgates.reporting.html.values import escape
 
 CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; margin-bottom: 0.3em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+h3 { margin: 1.2em 0 0.4em; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; }
 td, th { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f4f4f4; }
+th { background: #f4f4f4; } caption { text-align: left; font-size: 0.9em; color: #555; padding: 0.2em 0; }
 .pass { color: #16691c; font-weight: bold; } .fail { color: #b00020; font-weight: bold; }
-.verdict-pass { background: #e6f4e7; padding: 0.5em 1em; } .verdict-fail { background: #fde8ea; padding: 0.5em 1em; }
-code, .detail { font-family: ui-monospace, monospace; font-size: 0.9em; word-break: break-all; }
-figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #555; }
-svg { max-width: 100%; height: auto; }
+.verdict { font-size: 1.3em; padding: 0.5em 1em; margin: 0.5em 0; }
+.verdict-pass { background: #e6f4e7; } .verdict-fail { background: #fde8ea; }
+code, .detail { font-family: ui-monospace, monospace; font-size: 0.9em; }
+pre.detail { white-space: pre-wrap; word-break: break-all; background: #fafafa; border-left: 3px solid #b00020;
+  padding: 0.5em 0.8em; margin: 0.3em 0 0.8em; }
+.failure { border: 1px solid #f1b0b7; border-radius: 4px; padding: 0.2em 1em 0.6em; margin: 0.8em 0; }
+.failure h3 { margin-top: 0.6em; }
+figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #555; max-width: 760px; }
+.plot-row { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.plot-row > svg { flex: 0 1 680px; max-width: 100%; height: auto; }
+.plot-row table { font-size: 0.85em; }
+details { margin: 0.4em 0; } summary { cursor: pointer; color: #333; font-weight: 600; }
+details > :not(summary) { margin-left: 1em; }
+table.cells td { text-align: right; font-family: ui-monospace, monospace; font-size: 0.85em; padding: 0.1em 0.4em; }
+table.records td { font-family: ui-monospace, monospace; font-size: 0.85em; }
+.used { color: #555; font-size: 0.9em; } .muted { color: #666; }
+svg.spark { vertical-align: middle; margin-left: 0.5em; }
 """
-
-def escape(text: str) -> str:
-    """Outside text as HTML: markup characters as entities, control characters and lone surrogates (a
-    non-UTF-8 file name) as visible escapes, so the page is well-formed and can be written as UTF-8."""
-    return html_escape(shown(text, keep_newlines=True))
-
-
-#: a list in the metrics longer than this is summarised, not printed (the cells of a gradcheck at xl)
-MAX_LIST = 16
 
 
 def render(doc: dict[str, Any]) -> str:
     """The whole page."""
+    gates = doc["gates"]
     passed = doc["passed"]
     verdict = "PASSED" if passed else ("INTERRUPTED" if doc.get("interrupted") else "FAILED")
-    names = ", ".join(g["name"] for g in doc["gates"]) or "no gate"
+    names = ", ".join(g["name"] for g in gates) or "no gate"
+    green = sum(bool(g["passed"]) for g in gates)
+    executions = {e.get("name"): e for e in doc.get("environment", {}).get("gates", []) if isinstance(e, dict)}
+    drawn = {id(g): gate_plots(g) for g in gates}
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -50,26 +61,33 @@ def render(doc: dict[str, Any]) -> str:
         "</head>",
         "<body>",
         f"<h1>nxgates {escape(str(doc.get('nxgates', '')))}: {escape(names)}</h1>",
-        f'<p class="{"verdict-pass" if passed else "verdict-fail"}">{escape(verdict)}</p>',
-        _overview(doc),
+        f'<p class="verdict {"verdict-pass" if passed else "verdict-fail"}">{escape(verdict)}: '
+        f"{green} of {len(gates)} gate{'s' * (len(gates) != 1)} passed</p>",
+        _overview(gates),
     ]
-    executions = {e.get("name"): e for e in doc.get("environment", {}).get("gates", [])}
-    for i, gate in enumerate(doc["gates"]):
-        parts.append(_gate(gate, executions.get(gate["name"], {}), i))
-    parts.append("<h2>Environment</h2>")
-    machine = {k: v for k, v in doc.get("environment", {}).items() if k != "gates"}
-    parts.append(_table(machine))
+    failures = [_failures(g, drawn[id(g)]) for g in gates if not g["passed"]]
+    if failures:
+        parts += ['<h2 id="failures">What failed</h2>', *failures]
+    for gate in gates:
+        parts.append(_gate(gate, drawn[id(gate)], executions.get(gate["name"], {})))
+    machine = {k: f"<code>{values.scalar(v)}</code>" for k, v in doc.get("environment", {}).items() if k != "gates"}
+    if machine:
+        parts.append(f'<details id="environment"><summary>Environment</summary>{values.table(machine)}</details>')
     parts += ["</body>", "</html>"]
     return "\n".join(parts) + "\n"
 
 
-def _overview(doc: dict[str, Any]) -> str:
-    rows = ["<table>", "<tr><th>gate</th><th>result</th><th>checks passed</th><th>seconds</th></tr>"]
-    for gate in doc["gates"]:
-        ok = sum(c["passed"] for c in gate["checks"])
+def _overview(gates: list[dict[str, Any]]) -> str:
+    rows = ['<table class="gates">',
+            "<tr><th>gate</th><th>result</th><th>checks passed</th><th>failing checks</th><th>seconds</th></tr>"]
+    for gate in gates:
+        ok = sum(bool(c["passed"]) for c in gate["checks"])
+        failing = [escape(c["name"]) for c in gate["checks"] if not c["passed"]]
+        if gate.get("error"):
+            failing.insert(0, "<i>error</i>")
         rows.append(f'<tr><td><a href="#gate-{_anchor(gate["name"])}">{escape(gate["name"])}</a></td>'
                     f"<td>{_result(gate['passed'])}</td><td>{ok}/{len(gate['checks'])}</td>"
-                    f"<td>{gate['seconds']:.3f}</td></tr>")
+                    f"<td>{'<br>'.join(failing)}</td><td>{gate['seconds']:.3f}</td></tr>")
     rows.append("</table>")
     return "\n".join(rows)
 
@@ -82,123 +100,75 @@ def _result(passed: bool) -> str:
     return '<span class="pass">PASS</span>' if passed else '<span class="fail">FAIL</span>'
 
 
-def _gate(gate: dict[str, Any], execution: dict[str, Any], index: int) -> str:
+def _failures(gate: dict[str, Any], drawn: list[Plot]) -> str:
+    """A red gate's failing checks, each its detail in full and the plot that shows it."""
     name = gate["name"]
-    parts = [f'<h2 id="gate-{_anchor(name)}">{escape(gate.get("label") or name)}: {_result(gate["passed"])}</h2>']
+    parts = [f'<div class="failure" data-gate="{escape(name)}">']
     if gate.get("fault"):
         parts.append(f"<p>Fault planted: <code>{escape(gate['fault'])}</code> (the gate must FAIL).</p>")
     if gate.get("error"):
-        parts.append(f'<p class="fail">{escape(gate["error"])}</p>')
-    parts.append("<h3>Checks</h3>")
-    rows = ["<table>", "<tr><th>check</th><th>result</th><th>detail</th></tr>"]
-    for c in gate["checks"]:
-        rows.append(f"<tr><td>{escape(c['name'])}</td><td>{_result(c['passed'])}</td>"
-                    f'<td class="detail">{escape(c["detail"])}</td></tr>')
-    rows.append("</table>")
-    parts.append("\n".join(rows))
-    parts += ["<h3>Parameters</h3>", _table(gate.get("params", {}))]
-    if execution:
-        parts += ["<h3>Execution</h3>", _table({k: v for k, v in execution.items() if k != "name"})]
-    figures = _scalars(gate.get("metrics") or {})
-    if figures:
-        parts += ["<h3>Figures</h3>", _table(figures)]
-    pinned = {name: _pinned(value) for name, value in (gate.get("fingerprints") or {}).items()}
-    if pinned:
-        parts += ["<h3>Pinned figures (<code>--baseline</code>)</h3>", _table(pinned)]
-    plotted = _plots(gate)
-    if plotted:
-        parts.append("<h3>Plots</h3>")
-        parts += plotted
+        parts.append(f"<h3>{escape(name)}: error</h3><pre class=\"detail\">{escape(gate['error'])}</pre>")
+    for check in gate["checks"]:
+        if check["passed"]:
+            continue
+        parts.append(f"<h3>{escape(name)}: {escape(check['name'])} {_result(False)}</h3>")
+        parts.append(f'<pre class="detail">{escape(check["detail"])}</pre>')
+        shown = [p for p in drawn if check["name"] in p.explains]
+        parts += [_figure(p, name) for p in shown]
+        if not shown:
+            parts.append('<p class="muted">No plot for this check: its detail above is the whole story.</p>')
+    parts.append("</div>")
     return "\n".join(parts)
 
 
-def _pinned(value: Any) -> Any:
-    """A fingerprint as a person reads it: a scalar as is, an array's record as its type, shape and digest."""
-    if isinstance(value, dict) and "sha256" in value:
-        shape = "x".join(str(n) for n in value.get("shape", ()))
-        return f"{value.get('dtype', '')} [{shape}] sha256 {str(value['sha256'])[:16]}..."
-    return value
+def _gate(gate: dict[str, Any], drawn: list[Plot], execution: dict[str, Any]) -> str:
+    """The gate's section: its plots (those a failing check led with are named, not drawn twice), then
+    everything else folded."""
+    name = gate["name"]
+    anchor = _anchor(name)
+    parts = [f'<section id="gate-{anchor}" data-gate="{escape(name)}">',
+             f"<h2>{escape(gate.get('label') or name)}: {_result(gate['passed'])}</h2>"]
+    if gate.get("fault"):
+        parts.append(f"<p>Fault planted: <code>{escape(gate['fault'])}</code> (the gate must FAIL).</p>")
+    failing = {c["name"] for c in gate["checks"] if not c["passed"]}
+    above = [p for p in drawn if failing & set(p.explains)]
+    rest = [p for p in drawn if p not in above]
+    if above:
+        kinds = ", ".join(p.kind for p in above)
+        parts.append(f'<p class="muted">Shown under <a href="#failures">What failed</a>: {escape(kinds)}.</p>')
+    parts += [_figure(p, name) for p in rest]
+    if not drawn:
+        parts.append('<p class="muted">This gate\'s metrics have nothing to plot.</p>')
+    ok = sum(bool(c["passed"]) for c in gate["checks"])
+    checks = _checks(gate["checks"])
+    summary = f"Checks: {ok} of {len(gate['checks'])} passed"
+    parts.append(f"<details{'' if gate['passed'] else ' open'}><summary>{summary}</summary>{checks}</details>")
+    params = gate.get("params") or {}
+    parts.append(f"<details><summary>Parameters</summary>{values.parameters(params, execution)}</details>")
+    fingerprints = gate.get("fingerprints") or {}
+    skip = {k for k, v in (gate.get("metrics") or {}).items() if k in execution and execution[k] == v}
+    figures = values.figures(gate.get("metrics") or {}, params, values.shapes_of(fingerprints), skip)
+    if figures:
+        parts.append(f"<details><summary>Figures ({len(figures)})</summary>{values.table(figures)}</details>")
+    pinned = values.pinned(fingerprints)
+    if pinned:
+        parts.append(f"<details><summary>Pinned figures (<code>--baseline</code>, {len(pinned)})</summary>"
+                     f"{values.table(pinned)}</details>")
+    parts.append("</section>")
+    return "\n".join(parts)
 
 
-def _scalars(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The metrics a table can show: scalars and short lists; long lists are named by their length."""
-    shown: dict[str, Any] = {}
-    for key, value in metrics.items():
-        if isinstance(value, dict):
-            for sub, v in _scalars(value).items():
-                shown[f"{key}.{sub}"] = v
-        elif isinstance(value, list) and len(value) > MAX_LIST:
-            shown[key] = f"({len(value)} values)"
-        else:
-            shown[key] = value
-    return shown
-
-
-def _table(values: dict[str, Any]) -> str:
-    rows = ["<table>"]
-    for key, value in values.items():
-        rows.append(f"<tr><th>{escape(str(key))}</th><td><code>{escape(_text(value))}</code></td></tr>")
+def _checks(checks: list[dict[str, Any]]) -> str:
+    rows = ["<table>", "<tr><th>check</th><th>result</th><th>detail</th></tr>"]
+    for c in checks:
+        rows.append(f"<tr><td>{escape(c['name'])}</td><td>{_result(c['passed'])}</td>"
+                    f'<td class="detail">{escape(c["detail"])}</td></tr>')
     rows.append("</table>")
     return "\n".join(rows)
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, list):
-        return ", ".join(_text(v) for v in value)
-    return str(value)
-
-
-def _figure(svg: str, caption: str, kind: str) -> str:
-    return f'<figure class="plot" data-plot="{escape(kind)}">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
-
-
-def _plots(gate: dict[str, Any]) -> list[str]:
-    """Every plot the gate's metrics allow, each a ``<figure>`` with an inline ``<svg>``."""
-    metrics = gate.get("metrics") or {}
-    out = []
-    for grid in cells.gradcheck_grids(gate):
-        caption = f"gradcheck {grid.name}: {grid.failing_cells} cell(s) beyond {grid.tol_permil} permil"
-        if grid.failing_cells:
-            caption += ", marked red (crossed while few)"
-        if grid.block != (1, 1):
-            caption += f"; max-pooled by {grid.block[0]} x {grid.block[1]} cells to keep the page small"
-        figure = _figure(plots.heatmap(grid), caption, f"gradcheck-{grid.name}")
-        out.append(figure.replace("<figure ", f'<figure data-failing-cells="{grid.failing_cells}" ', 1))
-    losses = metrics.get("losses")
-    if isinstance(losses, list) and losses:
-        out.append(_figure(plots.loss_curve(losses, f"{gate['name']}: loss per step"),
-                           f"the loss the gate recorded at each of {len(losses)} steps", "loss"))
-    tasks = metrics.get("tasks_per_worker")
-    if isinstance(tasks, dict) and tasks:
-        out.append(_figure(plots.bars(tasks, "tasks per worker", "worker", "tasks completed"),
-                           f"{sum(tasks.values())} tasks on {len(tasks)} worker(s)", "tasks-per-worker"))
-    times = {label: metrics[key] for key, label in (("serial_seconds", "serial pass"),
-                                                    ("parallel_seconds", "parallel pass"),
-                                                    ("pool_start_seconds", "pool start"))
-             if isinstance(metrics.get(key), int | float)}
-    if times:
-        out.append(_figure(plots.bars(times, "pass times", "seconds", "", horizontal=True),
-                           "wall time of each pass", "pass-times"))
-    histogram = _ulp_histogram(metrics.get("compare_grads"))
-    if histogram:
-        out.append(_figure(plots.bars(histogram, "gradient differences in ULP", "ULP distance", "cells"),
-                           "cells per ULP distance from the --compare-grads file (sign: opposite signs, "
-                           "non-finite: NaN or Inf on either side)", "ulp-histogram"))
-    return out
-
-
-def _ulp_histogram(compared: Any) -> dict[str, float] | None:
-    """parallel-grad's ``compare_grads`` metric as bars: its distance buckets, then the cells counted apart
-    from them (opposite signs, NaN or Inf) when there are any, so every compared cell is drawn once."""
-    if not isinstance(compared, dict):
-        return None
-    counts = plots.histogram_counts(compared.get("histogram"))
-    if counts is None:
-        return None
-    for key, label in (("sign_differences", "sign"), ("nonfinite", "non-finite")):
-        value = compared.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            counts[label] = value
-    return counts
+def _figure(plot: Plot, gate: str) -> str:
+    attrs = "".join(f' {k}="{escape(v)}"' for k, v in plot.attrs)
+    return (f'<figure class="plot" data-plot="{escape(plot.kind)}" data-gate="{escape(gate)}"{attrs}>'
+            f'<div class="plot-row">{plot.svg}{plot.side}</div>'
+            f"<figcaption>{escape(plot.caption)}</figcaption></figure>")
