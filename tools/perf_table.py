@@ -303,8 +303,8 @@ def _why_gate_and_dask(results: dict[str, Any], rows: tuple[int, int]) -> list[s
         text += f", and the gate {ratio:.2f}x them (median of 5 runs' ratios)" if _num(ratio) else ""
         text += "."
     text += (" Beside the timed passes the run hashes those rows, runs the parallel pass again and compares, on "
-             "the same two cores; why that cannot end within 1.3x of the timed passes is worked out in "
-             "[performance-tape.md](performance-tape.md#what-the-missed-rows-mean).")
+             "the same two cores, and none of that shrinks when the passes get faster: the bound it puts on the "
+             "ratio is worked out in [performance-tape.md](performance-tape.md#what-the-missed-rows-mean).")
     dask, process = _get(results, "dask", "dask", "parallel_seconds"), _get(results, "dask", "process",
                                                                                  "parallel_seconds")
     over = _get(results, "dask", "dask_over_process")
