@@ -164,7 +164,10 @@ def one_worker_scheduler(tmp_path_factory):
         assert address.startswith("tcp://"), address
         yield address
     finally:
-        kill_group(proc)
+        try:  # its stdin closed, the script closes its cluster, which unlinks the semaphores its nannies made
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
 
 
 def pg_red_t2() -> str:

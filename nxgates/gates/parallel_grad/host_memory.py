@@ -9,13 +9,14 @@ import fcntl
 import math
 import mmap
 import os
-import tempfile
 import threading
 import time
 from contextlib import suppress
 from typing import Any
 
 import numpy as np
+
+from nxgates.core.pool.shm import make_file, shm_dir
 
 
 class HostFiles:
@@ -42,7 +43,7 @@ class HostFiles:
 
 
 def _shm_dir() -> str:
-    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    return shm_dir()
 
 
 def _map(path: str, nbytes: int) -> mmap.mmap:
@@ -71,11 +72,7 @@ class HostArray(np.ndarray):
 def host_array(shape: tuple[int, ...], dtype: Any = np.float32) -> HostArray:
     dt = np.dtype(dtype)
     count = math.prod(shape)
-    fd, path = tempfile.mkstemp(prefix="nxgates-arena-", dir=_shm_dir())
-    try:
-        os.ftruncate(fd, max(1, count * dt.itemsize))
-    finally:
-        os.close(fd)
+    path = make_file("arena", count * dt.itemsize)  # named after this process: reclaimed if it is killed
     return _attach_host_array(path, shape, dt.str)
 
 
@@ -95,9 +92,7 @@ class HostBarrier:
     def __init__(self, parties: int, timeout: float, path: str | None = None):
         self.parties, self.timeout = parties, timeout
         if path is None:
-            fd, path = tempfile.mkstemp(prefix="nxgates-barrier-", dir=_shm_dir())
-            os.ftruncate(fd, 16)
-            os.close(fd)
+            path = make_file("barrier", 16)
         self.path = path
         self._state: np.ndarray | None = None
 

@@ -47,7 +47,11 @@ def test_an_array_is_a_file_of_its_bytes(files):
 def test_float32_is_the_default(files):
     arr = files.array((4,))
     assert arr.dtype == np.float32 and os.path.getsize(arr.path) == 16
-    assert host_array((2, 2)).dtype == np.float32
+    plain = host_array((2, 2))
+    try:
+        assert plain.dtype == np.float32
+    finally:
+        os.unlink(plain.path)
 
 
 def test_an_empty_array_has_a_one_byte_file(files):
