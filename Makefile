@@ -79,7 +79,8 @@ floors:
 clean:
 	rm -rf $(VENV) .venv-peer $(FLOORS) mutants build dist *.egg-info .pytest_cache .ruff_cache bench-results
 
-# The performance table of docs/performance.md, from the last `make bench` (bench-results/bench.json).
+# docs/performance.md, whole, from the last `make bench` (bench-results/bench.json), kept as docs/bench.json;
+# `tools/perf_table.py --check` tells whether the committed document is what docs/bench.json gives.
 .PHONY: docs
 docs:
 	$(PYTHON) tools/perf_table.py
