@@ -208,7 +208,7 @@ def _reading(results: dict[str, Any]) -> list[str]:
         lines += [f"**The source of these figures.** {note.strip()}", ""]
     lines += [
         "Ratios that need two cores are only as good as the cores the machine gave at the time: read every "
-        "parallel ratio against the two-core control, the first line of [the last run](#the-last-run). "
+        "parallel ratio against the two-core control at the head of [the last run](#the-last-run). "
         "Whole-process ratios (start-up) are medians of "
         "paired runs, A B A B ..., so that a drift of the machine's speed hits both sides alike. On a shared "
         "machine figures move from run to run: compare figures of one run, as this document does.",
@@ -300,7 +300,8 @@ def _why_gate_and_dask(results: dict[str, Any], rows: tuple[int, int]) -> list[s
     if _num(serial) and _num(parallel):
         text += (f" The timed passes take {_seconds(serial + 2 * parallel, 2)} (serial + 2 x parallel, from the "
                  "medians of [the tape's rows](#the-tapes-rows))")
-        text += f", and the gate {ratio:.2f}x them (median of 5 runs' ratios)" if _num(ratio) else ""
+        text += (f", and the gate, in 5 runs of its own, {ratio:.2f}x its own timed passes (median of the runs' "
+                 "ratios)" if _num(ratio) else "")
         text += "."
     text += (" Beside the timed passes the run hashes those rows, runs the parallel pass again and compares, on "
              "the same two cores, and none of that shrinks when the passes get faster: the bound it puts on the "

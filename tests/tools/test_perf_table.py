@@ -138,7 +138,7 @@ def test_every_section_holds_the_fixtures_figures_with_their_statistic(perf_tabl
         "(median of 21 paired runs' ratios).",
         "rows (256 x 203,264 float32, 208 MB at `large`)",
         "The timed passes take 0.40 s (serial + 2 x parallel",
-        "the gate 1.50x them (median of 5 runs' ratios)",
+        "the gate, in 5 runs of its own, 1.50x its own timed passes (median of the runs' ratios)",
         "0.125 s against the process executor's 0.100 s (medians of 5 runs), their quotient 1.25x, and 1.50x on a "
         "cluster that outlives the runs",
     ]:
