@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
             have = _read(args.doc or PERF_DOC)
             if have != want:
                 print(f"perf_table: {args.doc or PERF_DOC} is not what {bench} gives: {first_difference(have, want)}"
-                      "; run `make docs`", file=sys.stderr)
+                      f"; run `make docs`, or `tools/perf_table.py --bench {bench}`", file=sys.stderr)
                 return 1
             out(f"perf_table: {args.doc or PERF_DOC} is what {bench} gives")
             return 0
