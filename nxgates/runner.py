@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from nxgates import contract
-from nxgates.baseline.keys import label, shown_params
 from nxgates.errors import (
     EXIT_FAIL,
     EXIT_INTERNAL,
@@ -22,6 +21,7 @@ from nxgates.errors import (
     refused_a_resource,
 )
 from nxgates.gatekit import GateOutput, ParamValue, Progress, RunContext
+from nxgates.labels import label, shown_params
 from nxgates.registry import GateEntry
 
 #: the error kind of a planted run whose fault moved no pinned figure: a usage error (exit 2), never green
@@ -42,7 +42,7 @@ class GateReport:
     #: "inert" (a planted fault that changed nothing the gate pins: exit 2, see :mod:`nxgates.plan`)
     error_kind: str | None = None
     traceback: str | None = None
-    #: how lines name this run, e.g. ``lora[T=3 DM=6 R=2]`` (:func:`nxgates.baseline.keys.label`)
+    #: how lines name this run, e.g. ``lora[T=3 DM=6 R=2]`` (:func:`nxgates.labels.label`)
     label: str = ""
 
     def __post_init__(self) -> None:

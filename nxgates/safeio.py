@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from nxgates.core.memory import fmt_bytes
 from nxgates.errors import ConfigError
 from nxgates.streams import shown
+from nxgates.units import fmt_bytes
 
 TOML_LIMIT = 1 << 20  #: a gates.toml is a few KiB; 1 MiB is generous
 LOG_LIMIT = 64 << 20  #: a seed's stdout, failing-cell lines included, at the largest sizes

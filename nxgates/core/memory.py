@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from nxgates.errors import ResourceError
+from nxgates.units import fmt_bytes  # noqa: F401  (re-exported: callers size their messages)
 
 #: fraction of currently available memory one gate may plan to use
 BUDGET_FRACTION = 0.5
@@ -55,12 +56,3 @@ def require(nbytes: int, what: str) -> None:
             f"{what} needs about {fmt_bytes(nbytes)} but the memory budget is {fmt_bytes(budget)} "
             f"(half of the memory available now); use smaller sizes"
         )
-
-
-def fmt_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
-        value /= 1024
-    return f"{value:.1f} TiB"
