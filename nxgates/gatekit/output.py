@@ -59,6 +59,11 @@ class RunContext:
     deadline: float | None = None
     progress: Progress = field(default_factory=Progress)
 
+    def advance(self, n: int) -> None:
+        """``n`` more units of work are done: the gate's progress bar moves (a :class:`nxgates.core.pacing.Pacer`,
+        so the core's long loops take a run's context without knowing it)."""
+        self.progress.advance(n)
+
     def remaining(self) -> float | None:
         """Seconds left before the gate's deadline (None: no deadline)."""
         return None if self.deadline is None else self.deadline - time.monotonic()

@@ -18,8 +18,8 @@ import numpy as np
 
 from nxgates.core import q20
 from nxgates.core.lora.model import Forward, Model
+from nxgates.core.pacing import Pacer
 from nxgates.core.q20 import S, tdiv
-from nxgates.gatekit import RunContext
 
 #: the distinct moves of h of a block of A's columns, (columns, T, V), and on the guarded path the per-cell
 #: moves of a chunk of A's rows, (rows, R, T), hold about this many int64 each
@@ -67,10 +67,10 @@ def _moves_fit(f: Forward, moved: int, terms: int, sum_abs_y: int) -> bool:
     return worst < q20.LIMIT and loss_moved < q20.SQUARES_LIMIT
 
 
-def diffs_fast_a(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
+def diffs_fast_a(m: Model, f: Forward, delta: int, pace: Pacer) -> np.ndarray:
     """Loss differences for every cell (i, k) of A (see :func:`cells_a`), counted on the run's progress."""
     out = np.zeros(m.A.shape, dtype=np.int64)
-    cells_a(m, f, delta, range(m.A.shape[1]), out, lambda n: (ctx.progress.advance(n), ctx.check_time()))
+    cells_a(m, f, delta, range(m.A.shape[1]), out, lambda n: (pace.advance(n), pace.check_time()))
     return out
 
 
@@ -199,11 +199,11 @@ def _blocks(R: int, T: int, per: int) -> Iterator[tuple[slice, list[slice]]]:
         yield slice(k0, min(R, k0 + k_step)), t_blocks
 
 
-def diffs_fast_b(m: Model, f: Forward, delta: int, ctx: RunContext) -> np.ndarray:
+def diffs_fast_b(m: Model, f: Forward, delta: int, pace: Pacer) -> np.ndarray:
     """Loss differences for every cell (k, j) of B: only column j of y moves, by h[:, k] * delta."""
     out = np.zeros(m.B.shape, dtype=np.int64)
     cells_b(m, f, delta, range(m.B.shape[0]), out)
-    ctx.progress.advance(out.size)
+    pace.advance(out.size)
     return out
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import nxgates.core.lora.fast as fast
 from nxgates.core import q20
 from nxgates.core.lora.model import Forward, Model, forward
+from nxgates.core.pacing import Pacer
 from nxgates.core.q20 import tdiv
-from nxgates.gatekit import RunContext
 
 #: the tensors' names in the seed's lines, in the order it checks them
 NAMES = ("A (lora)", "B (lora)")
@@ -59,7 +59,7 @@ def judge(name: str, analytic: np.ndarray, diffs: np.ndarray, delta: int, tol: i
     return Gradcheck(name, analytic, num, rel, maxabs, tol)
 
 
-def diffs_naive(m: Model, tensor: np.ndarray, delta: int, ctx: RunContext) -> np.ndarray:
+def diffs_naive(m: Model, tensor: np.ndarray, delta: int, pace: Pacer) -> np.ndarray:
     """``L(+delta) - L(-delta)`` for every cell of ``tensor`` (A or B of ``m``), perturbing it in place."""
     flat = tensor.reshape(-1)  # a view: writes move the model's tensor
     out = np.zeros(flat.size, dtype=np.int64)
@@ -71,21 +71,21 @@ def diffs_naive(m: Model, tensor: np.ndarray, delta: int, ctx: RunContext) -> np
         lm = forward(m).loss
         flat[i] = save
         out[i] = int(q20.add(np.int64(lp), np.int64(-lm), "Lp - Lm"))
-        ctx.progress.advance(1)
+        pace.advance(1)
         if i % 64 == 63:
-            ctx.check_time()
+            pace.check_time()
     return out
 
 
-def adapter_diffs(m: Model, f: Forward, delta: int, ctx: RunContext, algorithm: str) -> tuple[np.ndarray, np.ndarray]:
+def adapter_diffs(m: Model, f: Forward, delta: int, pace: Pacer, algorithm: str) -> tuple[np.ndarray, np.ndarray]:
     """``L(+delta) - L(-delta)`` for every cell of A and of B, in one process, by ``algorithm``."""
     if algorithm == "naive":
-        return diffs_naive(m, m.A, delta, ctx), diffs_naive(m, m.B, delta, ctx)
-    return fast.diffs_fast_a(m, f, delta, ctx), fast.diffs_fast_b(m, f, delta, ctx)
+        return diffs_naive(m, m.A, delta, pace), diffs_naive(m, m.B, delta, pace)
+    return fast.diffs_fast_a(m, f, delta, pace), fast.diffs_fast_b(m, f, delta, pace)
 
 
 def gradcheck_adapter(m: Model, f: Forward, grads: tuple[np.ndarray, np.ndarray], delta: int, tol: int,
-                      ctx: RunContext, algorithm: str = "fast") -> list[Gradcheck]:
+                      pace: Pacer, algorithm: str = "fast") -> list[Gradcheck]:
     """The gradcheck of ``grads`` (dA, dB) at the model ``m`` with its forward ``f``: one verdict per tensor."""
-    diffs = adapter_diffs(m, f, delta, ctx, algorithm)
+    diffs = adapter_diffs(m, f, delta, pace, algorithm)
     return [judge(name, g, d, delta, tol) for name, g, d in zip(NAMES, grads, diffs, strict=True)]

@@ -14,7 +14,7 @@ import numpy as np
 
 import nxgates.core.lora.fast as fast
 from nxgates.core.lora.model import Forward, Model
-from nxgates.gatekit import RunContext
+from nxgates.core.pacing import Pacer
 
 #: ``workers=0`` (auto) forks a pool only from this much work (measured as 2 x cells x T x DM) up. A pool's
 #: start and close cost 0.02-0.04 s on 2 cores, while the fast gradcheck at xl, the largest preset
@@ -89,7 +89,7 @@ def _split(n: int, parts: int) -> list[range]:
     return [range(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
-def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers: int, executor: str = "process",
+def diffs_fast_pooled(m: Model, f: Forward, delta: int, pace: Pacer, workers: int, executor: str = "process",
                       scheduler: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The fast gradcheck with A's columns and B's rows (both values of k) dealt over ``workers`` forked
     processes, writing into shared memory, or over a Dask cluster's workers, whose tasks return their cells:
@@ -120,14 +120,14 @@ def diffs_fast_pooled(m: Model, f: Forward, delta: int, ctx: RunContext, workers
                         on_result=partial(_store_cells, job.out_b[rows.start : rows.stop]) if pool.remote else None)
         n_tasks = pool.n_submitted
         while True:
-            left = ctx.remaining()
+            left = pace.remaining()
             waited = pool.wait(n_tasks, 0.2 if left is None else max(0.0, min(0.2, left)))
-            ctx.check_time()
+            pace.check_time()
             if not waited.timed_out:
                 break
         if waited.reached:
-            ctx.progress.advance(2 * DM * R)  # only here: the fallback below counts the cells itself
+            pace.advance(2 * DM * R)  # only here: the fallback below counts the cells itself
             return job.out_a.copy(), job.out_b.copy()
     finally:
         pool.close()
-    return fast.diffs_fast_a(m, f, delta, ctx), fast.diffs_fast_b(m, f, delta, ctx)
+    return fast.diffs_fast_a(m, f, delta, pace), fast.diffs_fast_b(m, f, delta, pace)
