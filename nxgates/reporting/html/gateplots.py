@@ -13,9 +13,9 @@ import numpy as np
 from nxgates.reporting.html import cells, compared, plots
 from nxgates.reporting.html.values import escape
 
-#: integer losses of these gates are fixed point with this many fraction bits (lora-train: Q40, the square
-#: of Q20 outputs); a gate's ``loss_frac_bits`` metric says so itself and wins
-LOSS_FRAC_BITS = {"lora-train": 40}
+#: integer losses of these gates are fixed point with this many fraction bits (Q40: the sum of squares of
+#: Q20 outputs); a gate's ``loss_frac_bits`` metric says so itself and wins
+LOSS_FRAC_BITS = {"lora": 40, "lora-train": 40}
 #: a loss table beside the curve lists every step up to this many, else the first and last half of it
 MAX_LOSS_ROWS = 16
 
@@ -122,7 +122,7 @@ def _loss(gate: dict[str, Any]) -> list[Plot]:
     losses = metrics.get("losses")
     if not isinstance(losses, list) or not losses or not all(v is None or _number(v) for v in losses):
         return []
-    bits = metrics.get("loss_frac_bits", LOSS_FRAC_BITS.get(name))
+    bits = loss_bits(gate)
     fixed = isinstance(bits, int) and all(v is None or isinstance(v, int) for v in losses)
     scale = float(2 ** bits) if fixed else 1.0
     real = [None if v is None else v / scale for v in losses]
@@ -139,6 +139,12 @@ def _loss(gate: dict[str, Any]) -> list[Plot]:
     explains = _checks(gate, lambda n: "loss" in n.lower())
     svg = plots.loss_curve(real, f"{name}: loss per step", ylabel, tips, _uid(gate, "loss"))
     return [Plot("loss", svg, caption, explains, side=_loss_table(losses, real, fixed, bits))]
+
+
+def loss_bits(gate: dict[str, Any]) -> int | None:
+    """Fraction bits of the gate's integer losses (``losses``, ``loss_q``), or None when they are real."""
+    bits = (gate.get("metrics") or {}).get("loss_frac_bits", LOSS_FRAC_BITS.get(str(gate.get("name", ""))))
+    return bits if isinstance(bits, int) and not isinstance(bits, bool) and 0 <= bits < 128 else None
 
 
 def _g(value: float | None) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from nxgates.reporting.html import values
-from nxgates.reporting.html.gateplots import Plot, gate_plots
+from nxgates.reporting.html.gateplots import Plot, gate_plots, loss_bits
 from nxgates.reporting.html.values import escape
 
 CSS = """
@@ -29,9 +29,11 @@ pre.detail { white-space: pre-wrap; word-break: break-all; background: #fafafa; 
   padding: 0.5em 0.8em; margin: 0.3em 0 0.8em; }
 .failure { border: 1px solid #f1b0b7; border-radius: 4px; padding: 0.2em 1em 0.6em; margin: 0.8em 0; }
 .failure h3 { margin-top: 0.6em; }
-figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #555; max-width: 760px; }
+.plots { display: flex; flex-wrap: wrap; gap: 0 2em; align-items: flex-start; }
+figure { margin: 1em 0; max-width: 100%; display: table; }
+figcaption { display: table-caption; caption-side: bottom; font-size: 0.9em; color: #555; }
 .plot-row { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
-.plot-row > svg { flex: 0 1 680px; max-width: 100%; height: auto; }
+.plot-row > svg { max-width: 100%; height: auto; }
 .plot-row table { font-size: 0.85em; }
 details { margin: 0.4em 0; } summary { cursor: pointer; color: #333; font-weight: 600; }
 details > :not(summary) { margin-left: 1em; }
@@ -108,15 +110,22 @@ def _failures(gate: dict[str, Any], drawn: list[Plot]) -> str:
         parts.append(f"<p>Fault planted: <code>{escape(gate['fault'])}</code> (the gate must FAIL).</p>")
     if gate.get("error"):
         parts.append(f"<h3>{escape(name)}: error</h3><pre class=\"detail\">{escape(gate['error'])}</pre>")
+    placed: set[str] = set()
     for check in gate["checks"]:
         if check["passed"]:
             continue
         parts.append(f"<h3>{escape(name)}: {escape(check['name'])} {_result(False)}</h3>")
         parts.append(f'<pre class="detail">{escape(check["detail"])}</pre>')
         shown = [p for p in drawn if check["name"] in p.explains]
-        parts += [_figure(p, name) for p in shown]
+        fresh = [p for p in shown if p.kind not in placed]
+        if fresh:
+            parts.append(_figures(fresh, name))
+        if len(fresh) < len(shown):
+            again = ", ".join(p.kind for p in shown if p not in fresh)
+            parts.append(f'<p class="muted">Its plot is above: {escape(again)}.</p>')
         if not shown:
             parts.append('<p class="muted">No plot for this check: its detail above is the whole story.</p>')
+        placed |= {p.kind for p in fresh}
     parts.append("</div>")
     return "\n".join(parts)
 
@@ -136,7 +145,8 @@ def _gate(gate: dict[str, Any], drawn: list[Plot], execution: dict[str, Any]) ->
     if above:
         kinds = ", ".join(p.kind for p in above)
         parts.append(f'<p class="muted">Shown under <a href="#failures">What failed</a>: {escape(kinds)}.</p>')
-    parts += [_figure(p, name) for p in rest]
+    if rest:
+        parts.append(_figures(rest, name))
     if not drawn:
         parts.append('<p class="muted">This gate\'s metrics have nothing to plot.</p>')
     ok = sum(bool(c["passed"]) for c in gate["checks"])
@@ -147,7 +157,8 @@ def _gate(gate: dict[str, Any], drawn: list[Plot], execution: dict[str, Any]) ->
     parts.append(f"<details><summary>Parameters</summary>{values.parameters(params, execution)}</details>")
     fingerprints = gate.get("fingerprints") or {}
     skip = {k for k, v in (gate.get("metrics") or {}).items() if k in execution and execution[k] == v}
-    figures = values.figures(gate.get("metrics") or {}, params, values.shapes_of(fingerprints), skip)
+    figures = values.figures(gate.get("metrics") or {}, params, values.shapes_of(fingerprints), skip,
+                            loss_bits(gate))
     if figures:
         parts.append(f"<details><summary>Figures ({len(figures)})</summary>{values.table(figures)}</details>")
     pinned = values.pinned(fingerprints)
@@ -165,6 +176,11 @@ def _checks(checks: list[dict[str, Any]]) -> str:
                     f'<td class="detail">{escape(c["detail"])}</td></tr>')
     rows.append("</table>")
     return "\n".join(rows)
+
+
+def _figures(drawn: list[Plot], gate: str) -> str:
+    """Plots side by side while the page is wide enough (A beside B), each wrapping under the last."""
+    return '<div class="plots">' + "".join(_figure(p, gate) for p in drawn) + "</div>"
 
 
 def _figure(plot: Plot, gate: str) -> str:

@@ -61,7 +61,7 @@ def _attr(text: str) -> str:
 def heatmap(grid: ErrorGrid, vmin: float) -> str:
     """Each cell's error in permil of max|grad| on a log scale from ``vmin`` up to the tolerance, so a
     passing run's structure shows; beyond the tolerance red (and crossed while few)."""
-    fig = Figure(figsize=(6.4, 3.6))
+    fig = Figure(figsize=(5.2, 3.4))
     ax = fig.add_subplot()
     vmax = max(float(grid.tol_permil), 1.0)
     cmap = _blues()
@@ -113,7 +113,7 @@ def _short(value: float) -> str:
     if value == 0:
         return "0"
     if value < 0.1:
-        return f"{value:.0e}".replace("e-0", "e-")
+        return f"{value:.1g}"
     return f"{value:.2g}" if value < 10 else f"{value:.0f}"
 
 
@@ -167,7 +167,7 @@ def tasks_per_worker(tasks: Mapping[str, float], title: str) -> str:
 
 def pass_times(times: Mapping[str, float], title: str, baseline: str | None) -> str:
     """Wall time of each pass in milliseconds (or seconds), each bar labelled with its ratio to ``baseline``."""
-    fig = Figure(figsize=(6.4, 0.9 + 0.45 * len(times)))
+    fig = Figure(figsize=(5.4, 0.9 + 0.45 * len(times)))
     ax = fig.add_subplot()
     seconds = [float(v) for v in times.values()]
     scale, unit = (1000.0, "ms") if max(seconds, default=0) < 1 else (1.0, "s")
@@ -199,14 +199,15 @@ def worst_vs_tolerance(rows: Sequence[tuple[str, int, str]], tol: int, title: st
     ax.set_xscale("symlog", linthresh=1, linscale=0.5)
     top = max([*worst, tol, 1.0]) * 4
     ax.set_xlim(0, top)
-    ax.axvline(tol, color=FAIL_RED, linestyle="--", linewidth=1.2, label=f"tolerance {tol} permil")
+    ax.axvline(tol, color=FAIL_RED, linestyle="--", linewidth=1.2)
+    ax.annotate(f"tolerance {tol}", (tol, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
+                textcoords="offset points", ha="center", va="bottom", fontsize=8, color=FAIL_RED)
     for y, (_, w, cells) in enumerate(rows):
         text = "<1 permil" if w == 0 else f"{w} permil"
         ax.annotate(f" {text}" + (f" ({label(cells)})" if cells else ""), (max(w, 0), y), va="center", fontsize=8)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("worst error, permil of max|grad| (0 = under 1 permil)")
-    ax.set_title(label(title), fontsize=10)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.set_title(label(title), fontsize=10, pad=14)
     return to_svg(fig, label(title))
 
 

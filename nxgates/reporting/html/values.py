@@ -55,14 +55,17 @@ def parameters(params: dict[str, Any], execution: dict[str, Any]) -> str:
 
 
 def figures(metrics: dict[str, Any], params: dict[str, Any], shapes: dict[str, list[int]],
-            skip: set[str]) -> dict[str, str]:
+            skip: set[str], loss_bits: int | None = None) -> dict[str, str]:
     """The metrics as rows: scalars as they are, arrays with their shape, records as small tables. Keys in
-    ``skip`` (drawn already, or the same as a parameter's resolved value) are left out."""
+    ``skip`` (the same as a parameter's resolved value) are left out; an integer ``loss_q`` is also shown
+    in real units when the loss is fixed point with ``loss_bits`` fraction bits."""
     rows: dict[str, str] = {}
     for key, value in metrics.items():
         if key in skip:
             continue
         rows.update(_rows(key, value, params, shapes))
+        if key == "loss_q" and loss_bits is not None and isinstance(value, int) and not isinstance(value, bool):
+            rows[key] += f" = {scalar(value / 2 ** loss_bits)} (Q{loss_bits}: loss_q / 2^{loss_bits})"
     return rows
 
 
