@@ -219,23 +219,30 @@ def starting_rate(p: dict, ctx: RunContext) -> int:
     return rate
 
 
-#: L3 judges the final gradients only where the smaller tensor's max|grad| is at least this many times the
-#: central difference's rounding (:func:`refuse_unresolvable`): clean runs were seen to fail L3 up to 6.1 times
-#: it, and the seed's sizes and the presets sit above 150
+#: the seed's central-difference step, in Q20 units: a finer step's rounding is the user's choice
+SEED_DELTA = 2097
+#: a failed final gradcheck (L3) of a tensor whose max|grad| is under this many times the central difference's
+#: rounding is refused (:func:`refuse_unresolvable`): clean runs were seen to fail L3 up to 6.1 times it, and
+#: the seed's sizes and the presets sit above 150
 RESOLUTION = 16
 
 
-def refuse_unresolvable(f: lora.Forward, grads: tuple[np.ndarray, np.ndarray], delta: int, naming: str) -> None:
-    """Refuse a run whose final gradients L3's Q20 gradcheck cannot resolve. Each side of a central difference
-    truncates every output cell by under one unit, which moves ``L(+delta) - L(-delta)`` by up to twice a
-    row's sum of |y|, so ``num`` by up to ``2 max_t sum_j |y[t,j]| / delta``: where A's or B's largest
-    gradient is within :data:`RESOLUTION` times that, a FAIL would say nothing about the training loop."""
-    rounding = 2 * max((sum(abs(v) for v in row) for row in f.y.tolist()), default=0) // delta + 1
-    smallest = min(int(np.max(np.abs(g))) if g.size else 0 for g in grads)
-    if smallest < RESOLUTION * rounding:
-        raise ConfigError(f"lora-train at {naming}: the final gradients are too small for L3's Q20 gradcheck to "
-                          f"resolve (max|grad| {smallest} < {RESOLUTION} x the central difference's rounding "
-                          f"{rounding}); use other steps, lr_q or delta")
+def refuse_unresolvable(f: lora.Forward, grads: tuple[np.ndarray, np.ndarray], results: list, delta: int,
+                        naming: str) -> None:
+    """Refuse, rather than FAIL, a final gradcheck that failed on a tensor it cannot resolve. Each side of a
+    central difference truncates every output cell by under one unit, which moves ``L(+delta) - L(-delta)``
+    by up to twice a row's sum of |y|, so ``num`` by up to ``2 max_t sum_j |y[t,j]| / delta``: where that
+    tensor's largest gradient is within :data:`RESOLUTION` times it, L3's FAIL would say nothing about the
+    training loop."""
+    # a step finer than the seed's is the user's choice of resolution: its FAIL stands
+    widest = max((sum(abs(v) for v in row) for row in f.y.tolist()), default=0)
+    rounding = 2 * widest // max(delta, SEED_DELTA) + 1
+    for name, g, check in zip("AB", grads, results, strict=True):
+        largest = int(np.max(np.abs(g))) if g.size else 0
+        if not check.passed and largest < RESOLUTION * rounding:
+            raise ConfigError(f"lora-train at {naming}: the final d{name} is too small for L3's Q20 gradcheck to "
+                              f"resolve (max|grad| {largest} < {RESOLUTION} x the central difference's rounding "
+                              f"{rounding}); use other steps, lr_q or delta")
 
 
 def run(ctx: RunContext) -> GateOutput:
@@ -272,10 +279,10 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
 
     m, f = run1.model, run1.final
     now = lora.backward(m, f)  # the backward's gradients at the final weights
-    refuse_unresolvable(f, now, delta, f"T={T} DM={DM} R={R} steps={steps} lr_q={lr_q} delta={delta}")
     ctx.progress.start("gradcheck cells", DM * R + R * DM)
     results = gradcheck_adapter(m, f, (run1.dA, run1.dB), delta, tol, ctx)
     ctx.progress.stop()
+    refuse_unresolvable(f, now, results, delta, f"T={T} DM={DM} R={R} steps={steps} lr_q={lr_q} delta={delta}")
     for g in results:
         for i in np.flatnonzero(g.rel > tol)[:16]:
             out.detail(f" {g.name} cell {i} ana={g.analytic[i]} num={g.numeric[i]} rel={g.rel[i]}")

@@ -41,7 +41,7 @@ def assert_green_or_refused(name, sizes):
 
 
 @SETTINGS
-@given(lora_sizes(width=21))
+@given(lora_sizes())
 def test_lora(sizes):
     assert_green_or_refused("lora", sizes)
 

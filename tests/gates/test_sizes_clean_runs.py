@@ -12,12 +12,18 @@ from nxgates.errors import ConfigError
 from nxgates.gates import dp_train, lora_train, ta_gradcheck
 from nxgates.gates import parallel_grad as pg
 from nxgates.gates._judgeable import at_target, judged_cells
+from nxgates.gates.lora import gate as lora
 from tests.helpers import ctx
 
 LT = {"T": 3, "DM": 6, "R": 2, "steps": 10, "lr_q": 0, "delta": 2097, "tol_permil": 70}
 DP = {"D": 8, "H": 16, "O": 4, "B": 8, "steps": 5, "lr_num": 1, "lr_den": 0, "workers": 2, "executor": "thread",
       "step_exp": 6, "tol_permil": 10, "d4_examples": 0, "reduction": "tree"}
 TA = {"D": 8, "H": 16, "O": 4, "B": 8, "step_exp": 6, "tol_permil": 10}
+
+
+class Verdict:
+    def __init__(self, passed):
+        self.passed = passed
 
 
 def failing(out):
@@ -62,22 +68,50 @@ def test_lora_train_refuses_a_start_where_h_is_zero():
         lora_train.run(ctx({**LT, "DM": 22, "R": 11}))
 
 
-@pytest.mark.parametrize("sizes, smallest, rounding", [({"T": 1, "R": 1}, 169, 1167),
-                                                      ({"T": 1, "DM": 3, "R": 1, "steps": 1}, 514, 358)])
-def test_lora_train_refuses_final_gradients_its_gradcheck_cannot_resolve(sizes, smallest, rounding):
+@pytest.mark.parametrize("sizes, message", [
+    ({"T": 1, "R": 1}, "the final dB is too small for L3's Q20 gradcheck to resolve (max|grad| 169 < 16 x the "
+                       "central difference's rounding 1167)"),
+    ({"T": 1, "DM": 3, "R": 1, "steps": 1}, "the final dA is too small for L3's Q20 gradcheck to resolve (max|grad| "
+                                            "514 < 16 x the central difference's rounding 358)")])
+def test_lora_train_refuses_a_final_gradcheck_that_failed_on_rounding(sizes, message):
     """T=1 DM=6 R=1: h crosses zero at the last step, so dB is tiny; T=1 DM=3 R=1 after one step: dA is. Either
     way L3 went RED on a clean run; the run is refused, naming both figures."""
-    with pytest.raises(ConfigError, match=rf"the final gradients are too small for L3's Q20 gradcheck to resolve "
-                                          rf"\(max\|grad\| {smallest} < 16 x the central difference's rounding "
-                                          rf"{rounding}\)"):
+    with pytest.raises(ConfigError) as info:
         lora_train.run(ctx({**LT, **sizes}))
+    assert message in str(info.value)
 
 
-def test_the_seeds_final_gradients_are_far_above_the_gradchecks_rounding():
+def test_a_gradcheck_that_passes_or_resolves_is_never_refused():
     run = lora_train.train(3, 6, 2, 10, 104858, ctx(LT))
-    lora_train.refuse_unresolvable(run.final, (run.dA, run.dB), 2097, "seed")  # no refusal
-    with pytest.raises(ConfigError, match="lora-train at seed: "):
-        lora_train.refuse_unresolvable(run.final, (run.dA, run.dB * 0), 2097, "seed")
+    grads = (run.dA, run.dB)
+    passed, failed = Verdict(True), Verdict(False)
+    lora_train.refuse_unresolvable(run.final, grads, [passed, passed], 2097, "seed")  # passed: nothing to refuse
+    lora_train.refuse_unresolvable(run.final, grads, [failed, failed], 2097, "seed")  # resolvable: a FAIL stands
+    with pytest.raises(ConfigError, match="lora-train at seed: the final dB is too small"):
+        lora_train.refuse_unresolvable(run.final, (run.dA, run.dB // 1000), [passed, failed], 2097, "seed")
+
+
+# ---- lora ----
+
+LORA = {"T": 3, "DM": 6, "R": 2, "delta": 2097, "tol_permil": 70, "algorithm": "fast", "workers": 1,
+        "executor": "auto"}
+
+
+@pytest.mark.parametrize("R", [3, 8, 14, 19])
+def test_lora_refuses_sizes_whose_gradients_its_gradcheck_cannot_resolve(R):
+    """DM=22: dA is some 300 times smaller than dB there, and the seed's gradcheck of A went RED on a clean run."""
+    with pytest.raises(ConfigError, match=rf"lora at T=2 DM=22 R={R} delta=2097: dA is too small for the Q20 "
+                                          r"gradcheck to resolve \(max\|grad\| 7788 < 8 x the central "
+                                          r"difference's rounding \d+\)"):
+        lora.run(ctx({**LORA, "T": 2, "DM": 22, "R": R}))
+
+
+def test_lora_keeps_green_runs_green_and_fails_faults_it_resolves():
+    """T=1 DM=3 R=1: dA sits under the bound, but its gradcheck passes: green as before. At the seed's sizes a
+    planted grad-bug still FAILs: its gradients are far above the rounding."""
+    assert not failing(lora.run(ctx({**LORA, "T": 1, "DM": 3, "R": 1})))
+    assert failing(lora.run(ctx(LORA, fault="grad-bug"))) == [
+        f"{lora.CHECK_A}: 11/12 cells within 70permil (worst=101permil)"]
 
 
 # ---- dp-train ----
