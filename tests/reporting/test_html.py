@@ -235,3 +235,14 @@ def test_pinned_figures_are_shown_by_their_digest_not_as_records(invoke, tmp_pat
     parse(page)
     assert "Pinned figures" in page and f"sha256 <code>{record['sha256'][:16]}...</code>" in page
     assert "'blocks'" not in page and "1329684529960" in page  # no raw record; the pinned loss as is
+
+
+def test_a_gate_that_errs_leads_the_page_with_its_error():
+    crashed = {"name": "dp-train", "passed": False, "seconds": 2.0, "fault": None, "params": {"B": 8},
+               "error": "timed out after 2 s <at step 3>", "checks": [], "metrics": {}}
+    text = html_text(doc(lora_gate(6, 2), crashed))
+    parse(text)
+    led = text[text.index('id="failures"'):text.index("<section")]
+    assert "dp-train: error" in led and "timed out after 2 s &lt;at step 3&gt;" in led
+    assert "<i>error</i>" in text  # its row in the gate table says so
+    assert "This gate's metrics have nothing to plot." in text

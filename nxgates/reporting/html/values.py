@@ -134,28 +134,36 @@ def _tidy(v: float) -> float | int:
 
 def sparkline(values: list[Any], width: int = 160, height: int = 24) -> str:
     """The values as a small inline line (flattened, C order), a gap where one is missing; a long array as
-    the min and max of each stretch, so a spike still shows. Hand-drawn SVG: no matplotlib for a glance."""
+    the band between the min and max of each stretch, so a spike still shows. Hand-drawn SVG: no
+    matplotlib for a glance."""
     points = [None if v is None else float(v) for v in values]
     finite = [v for v in points if v is not None]
     if not finite:
         return ""
     lo, hi = min(finite), max(finite)
     span = (hi - lo) or 1.0
+
+    def xy(i: int, n: int, v: float) -> str:
+        return f"{i * width / max(1, n - 1):.1f},{height - 2 - (v - lo) / span * (height - 4):.1f}"
+
     if len(points) > MAX_POINTS:
         step = -(-len(points) // MAX_POINTS)
-        chunks = [[v for v in points[i:i + step] if v is not None] for i in range(0, len(points), step)]
-        points = [p for c in chunks for p in ((min(c), max(c)) if c else (None, None))]
-    n = max(1, len(points) - 1)
-    path, pen = [], "M"
-    for i, v in enumerate(points):
-        if v is None:
-            pen = "M"
-            continue
-        path.append(f"{pen}{i * width / n:.1f},{height - 2 - (v - lo) / span * (height - 4):.1f}")
-        pen = "L"
+        chunks = [[v for v in points[i:i + step] if v is not None] or [lo] for i in range(0, len(points), step)]
+        upper = [xy(i, len(chunks), max(c)) for i, c in enumerate(chunks)]
+        lower = [xy(i, len(chunks), min(c)) for i, c in enumerate(chunks)][::-1]
+        shape = (f'<path d="M{" L".join(upper + lower)} Z" fill="#1f77b4" fill-opacity="0.45" stroke="#1f77b4" '
+                 f'stroke-width="0.6"/>')
+    else:
+        path, pen = [], "M"
+        for i, v in enumerate(points):
+            if v is None:
+                pen = "M"
+                continue
+            path.append(f"{pen}{xy(i, len(points), v)}")
+            pen = "L"
+        shape = f'<path d="{" ".join(path)}" fill="none" stroke="#1f77b4" stroke-width="1.2"/>'
     return (f'<svg class="spark" role="img" aria-label="sparkline of {len(values)} values" width="{width}" '
-            f'height="{height}" viewBox="0 0 {width} {height}"><path d="{" ".join(path)}" fill="none" '
-            f'stroke="#1f77b4" stroke-width="1.2"/></svg>')
+            f'height="{height}" viewBox="0 0 {width} {height}">{shape}</svg>')
 
 
 def _record_table(records: list[dict[str, Any]]) -> str:
