@@ -102,9 +102,18 @@ def test_ta_gradcheck_plots_worst_error_per_op_against_the_tolerance(reports):
 def test_parallel_grad_plots_tasks_per_worker_and_pass_times_with_why(reports):
     text = html_text(reports["parallel-grad"])
     tasks = figure_html(text, "parallel-grad", "tasks-per-worker")
-    assert re.fullmatch(r"parallel-grad: 8 tasks on \d+ worker\(s\)", aria(tasks))
+    assert re.fullmatch(r"parallel-grad: 8 tasks on (\d+) of \1 worker\(s\)", aria(tasks))
     times = figure_html(text, "parallel-grad", "pass-times")
     assert aria(times) == "parallel-grad: pass times" and "microseconds of serial work" in times
+
+
+def test_a_pool_worker_that_ran_nothing_is_a_bar_of_zero():
+    gate = {"name": "parallel-grad", "passed": False, "seconds": 1.0, "params": {},
+            "checks": [{"name": "T2 pool ran all B tasks on >1 worker", "passed": False, "detail": "1 worker"}],
+            "metrics": {"workers": 3, "tasks_per_worker": {"1": 8}}}
+    text = html_text(doc(gate))
+    figure = figure_html(failures(text), "parallel-grad", "tasks-per-worker")
+    assert aria(figure) == "parallel-grad: 8 tasks on 1 of 3 worker(s)"
 
 
 @pytest.mark.parametrize(("serial", "parallel", "said"), [

@@ -171,11 +171,19 @@ def _loss_table(losses: list[Any], real: list[float | None], fixed: bool, bits: 
 
 
 def _tasks(gate: dict[str, Any]) -> list[Plot]:
-    tasks = (gate.get("metrics") or {}).get("tasks_per_worker")
+    """Tasks per worker; a pool worker that ran none (``single-worker``) is a bar of 0, and the even share
+    is over the whole pool, so the skew shows."""
+    metrics = gate.get("metrics") or {}
+    tasks = metrics.get("tasks_per_worker")
     if not isinstance(tasks, dict) or not tasks or not all(_number(v) for v in tasks.values()):
         return []
-    total = sum(tasks.values())
-    title = f"{gate.get('name', '')}: {total:g} tasks on {len(tasks)} worker(s)"
+    tasks = dict(tasks)
+    pool = metrics.get("workers")
+    if isinstance(pool, int) and not isinstance(pool, bool) and len(tasks) < pool <= 256:
+        tasks |= {str(i): 0 for i in range(pool) if str(i) not in tasks}
+        tasks = dict(sorted(tasks.items(), key=lambda kv: (0, int(kv[0])) if kv[0].isdecimal() else (1, 0)))
+    total, busy = sum(tasks.values()), sum(1 for v in tasks.values() if v)
+    title = f"{gate.get('name', '')}: {total:g} tasks on {busy} of {len(tasks)} worker(s)"
     caption = "tasks each pool worker completed; the dashed line is an even share"
     explains = _checks(gate, lambda n: "worker" in n.lower() and "task" in n.lower())
     return [Plot("tasks-per-worker", plots.tasks_per_worker(tasks, title), caption, explains)]
