@@ -47,6 +47,8 @@ def to_svg(fig: Figure, alt: str, tooltips: Mapping[str, str] | None = None) -> 
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
     text = text[text.index("<svg"):]
+    # matplotlib's comments (each text drawn, again) and indentation are a third of its SVG: leave them out
+    text = re.sub(r"\n\s+", "\n", re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL))
     text = text.replace("<svg ", f'<svg role="img" aria-label="{_attr(alt)}" ', 1)
     for gid, tip in (tooltips or {}).items():
         text = re.sub(f'(<g id="{re.escape(gid)}">)', lambda m, tip=tip: f"{m.group(1)}<title>{_attr(tip)}</title>",
