@@ -255,3 +255,29 @@ def test_outside_text_in_plots_is_escaped():
     assert "<script" not in text and "&lt;script&gt;" in text
     assert {f["data-plot"] for f in page.figures} >= {"loss", "tasks-per-worker", "ulp-histogram"}
     assert all(f["data-gate"] == gate["name"] for f in page.figures)  # the attribute holds it whole
+
+
+@pytest.mark.parametrize(("tol", "off", "fails"), [(0, 1, True), (1, 140, True), (1000, 140, False)])
+def test_heatmaps_draw_at_any_tolerance(tol, off, fails):
+    """A cell ``off`` permil wrong (max|grad| is 1000), the rest exact: red exactly when the gate fails it,
+    also when it sits on the top of the scale (1 permil at tol 0)."""
+    gate = lora_gate(6, 2)
+    gate["metrics"]["A"]["numeric"][3] += off
+    gate["params"]["tol_permil"] = tol
+    text = html_text(doc(gate))
+    parse(text)
+    figure = figure_html(text, "lora", "gradcheck-A")
+    assert f'data-failing-cells="{int(fails)}"' in figure
+    assert (red_pixels(figure) > 0) == fails
+
+
+def red_pixels(figure: str) -> int:
+    """FAIL_RED pixels of the heatmap's embedded raster."""
+    import base64
+    import io
+
+    from matplotlib.image import imread
+
+    data = re.search(r'xlink:href="data:image/png;base64,([^"]+)"', figure).group(1)
+    pixels = (imread(io.BytesIO(base64.b64decode(data)))[..., :3] * 255).round().astype(int)
+    return int(np.count_nonzero(np.all(np.abs(pixels - (214, 39, 40)) <= 2, axis=-1)))

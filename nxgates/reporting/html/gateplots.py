@@ -94,9 +94,9 @@ def _worst(gate: dict[str, Any]) -> list[Plot]:
             rows.append((op, prints[f"{op}_worst_permil"], f"{passed}/{total} cells" if total else ""))
             explains.append(name)
         elif name.startswith("MLP") and isinstance(metrics.get("mlp_worst_permil"), int):
-            cells_ = f"{metrics.get('mlp_cells_passed')}/{metrics.get('mlp_cells')} cells" if metrics.get("mlp_cells") \
-                else ""
-            rows.append(("MLP per-example", metrics["mlp_worst_permil"], cells_))
+            total = metrics.get("mlp_cells")
+            rows.append(("MLP per-example", metrics["mlp_worst_permil"],
+                         f"{metrics.get('mlp_cells_passed')}/{total} cells" if total else ""))
             explains.append(name)
         elif "gradcheck" in name.lower() and isinstance(metrics.get("final_worst_permil"), dict):
             rows += [(f"{k} at the final weights", v, "") for k, v in metrics["final_worst_permil"].items()

@@ -69,6 +69,7 @@ def heatmap(grid: ErrorGrid, vmin: float) -> str:
     cmap = _blues()
     norm = LogNorm(vmin=min(vmin, vmax / 10), vmax=vmax, clip=False)
     data = np.maximum(grid.error, norm.vmin)  # an exact cell (error 0) at the bottom of the scale
+    data = np.where(grid.failing, np.maximum(data, vmax * 1.001), data)  # a failing cell beyond it (tol 0)
     image = ax.imshow(data, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
     bar = fig.colorbar(image, ax=ax, extend="max", extendfrac=0.08)
     bar.set_label(f"error, permil of max|grad| (log)\nred: beyond tol {grid.tol_permil}", fontsize=8)
