@@ -1,190 +1,38 @@
-"""The thread pool: the seed's ``nx_thread_pool`` (submit, wait for a completion count, count, workers).
-
-Each worker is a single-worker :mod:`concurrent.futures` executor with its own queue, and tasks are
-dealt round-robin (task n -> worker n mod W). Static assignment is what makes "the tasks ran on more than
-one worker" a property of the pool rather than of timing: with one shared queue and tiny tasks, the first
-worker to wake can take them all. A caller may mark tasks ``movable`` (the process executor then lets
-whichever worker is done first run them): parallel-grad marks only each pass's tail, after every worker's
-own tasks.
-
-A task is ``fn(ctx, worker)``; the pool records which worker ran it and whether it raised. ``wait``
-is bounded by a timeout and also returns as soon as nothing is left in flight, so a lost task is reported,
-not waited for.
-
-:class:`WorkerPool` is the interface every executor keeps (:mod:`nxgates.core.pool.forked`,
-:mod:`nxgates.core.pool.dask`). A gate talks to a pool only through ``share`` (hand the workers an object,
-get a small picklable handle), ``array``, ``barrier``, ``submit``, ``wait`` and the task records, and a
-task reaches shared state only through :func:`nxgates.core.pool.shared.resolve`. A task's return value
-reaches the gate through ``submit(..., on_result=...)``, called in the gate's process: that is how a remote
-executor that shares no memory with the gate brings the rows back. Two methods are override points:
-:meth:`WorkerPool.worker_for` (which worker a task is dealt to) and :meth:`WorkerPool.accepts` (whether it
-is handed over at all).
+"""The thread pool: the tasks run in this process, each worker a single-worker :mod:`concurrent.futures`
+executor with its own queue (the seed's ``nx_thread_pool``: submit, wait for a completion count, count,
+workers). Threads share this process's memory: arrays are plain numpy, objects may be registered at any time.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from nxgates.core.cpus import auto_workers
-from nxgates.core.pool.shared import TaskRecord, WaitResult, forget, register
+from nxgates.core.pool.interface import CANCELLED_WHY, Pool, TaskRecord
 
 
-class WorkerPool:
-    """The thread executor; :class:`ProcessWorkerPool` overrides how a worker is made and how arrays are shared."""
+class ThreadWorkerPool(Pool):
+    """Worker threads: a task's outcome is delivered by the thread that ran it."""
 
     kind = "thread"
-    remote = False  #: tasks run where this process's memory is not: they return what they make
-    moves_tasks = False  #: a movable task may run on another worker than the one it was dealt to
-
-    def __init__(self, n_workers: int = 0):
-        self.n_workers = n_workers or auto_workers()
-        self._executors = [self._make_executor(w) for w in range(self.n_workers)]
-        self._cv = threading.Condition()
-        self._submitted = 0
-        self._completed = 0
-        self._failed = 0
-        self._in_flight = 0
-        self.records: list[TaskRecord] = []
-        self.started = False
-        self._shared: list[int] = []
 
     def _make_executor(self, worker: int) -> Executor:
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"nxgates-worker{worker}")
 
     def array(self, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
-        """An array tasks may write; for processes it must be made before the first submit."""
         return np.empty(shape, dtype)
 
     def barrier(self, parties: int, timeout: float) -> Any:
         return threading.Barrier(parties, timeout=timeout)
 
-    def share(self, obj: Any) -> int:
-        """Make ``obj`` reachable from tasks through :func:`resolve`; returns the handle to pass them."""
-        if self.started and self.kind == "process":
-            raise RuntimeError("objects must be shared before the first task starts the workers")
-        handle = register(obj)
-        self._shared.append(handle)
-        return handle
-
-    # ---- the seed's interface -----------------------------------------------------------------------
-
-    def worker_for(self, task: int) -> int:
-        """The worker that task number ``task`` is dealt to (round-robin), so callers can plan memory."""
-        return task % self.n_workers
-
-    def accepts(self, task: int) -> bool:
-        """Whether task number ``task`` is handed to its worker. A task not accepted stays in the records and
-        never completes, so :meth:`wait` reports it lost as soon as nothing else is in flight."""
-        return True
-
-    @property
-    def n_submitted(self) -> int:
-        return self._submitted
-
-    def submit(self, fn: Callable[[Any, int], Any], ctx: Any, label: str = "", worker: int | None = None,
-               on_result: Callable[[Any], None] | None = None, movable: bool = False) -> int:
-        """Queue ``fn(ctx, worker)`` on the next worker in turn (or on ``worker``); returns the task number.
-
-        ``on_result(value)`` gets what ``fn`` returned, in this process, before the task counts as done.
-        ``movable``: another worker that is dealt tasks at the same time may run it once its own are done
-        (the process executor; the others run it where it was dealt). Its record then names that worker.
-        """
-        task = self._submitted
-        worker = self.worker_for(task) if worker is None else worker
-        record = TaskRecord(task, worker, label or f"task {task}")
-        self.records.append(record)
-        self._submitted += 1
-        self.started = True
-        if not self.accepts(task):
-            return task
-        with self._cv:
-            self._in_flight += 1
-        if movable:
-            self._dispatch_movable(worker, fn, ctx, record, on_result)
-        else:
-            self._dispatch(worker, fn, ctx, record, on_result)
-        return task
-
     def _dispatch(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
                   on_result: Callable[[Any], None] | None) -> None:
         future = self._executors[worker].submit(fn, ctx, worker)
         future.add_done_callback(lambda f, r=record: self._deliver(r, future_error(f), f.result, on_result))
-
-    def _dispatch_movable(self, worker: int, fn: Callable[[Any, int], Any], ctx: Any, record: TaskRecord,
-                          on_result: Callable[[Any], None] | None) -> None:
-        """A movable task: run where it was dealt, unless the executor balances (:class:`ProcessWorkerPool`)."""
-        self._dispatch(worker, fn, ctx, record, on_result)
-
-    def _deliver(self, record: TaskRecord, error: BaseException | str | None, value: Callable[[], Any],
-                 on_result: Callable[[Any], None] | None) -> None:
-        """Hand a finished task's value to ``on_result`` (a failure there fails the task), then count it."""
-        if error is None and on_result is not None:
-            try:
-                on_result(value())
-            except Exception as exc:
-                error = exc
-        self._finish(record, error)
-
-    def flush(self) -> None:
-        """Hand queued tasks to the workers (the thread executor queues them at submit already)."""
-
-    def _finish(self, record: TaskRecord, error: BaseException | str | None) -> None:
-        with self._cv:
-            record.done = True
-            if error is None:
-                self._completed += 1
-            else:
-                record.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-                self._failed += 1
-            self._in_flight -= 1
-            self._cv.notify_all()
-
-    def wait(self, target: int, timeout: float | None) -> WaitResult:
-        """Block until ``target`` tasks completed, nothing is in flight, or ``timeout`` seconds passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout  # forks in flush() count too
-        self.flush()
-        while True:
-            self._check_alive()
-            with self._cv:
-                if self._completed >= target or self._in_flight <= 0:
-                    return WaitResult(self._completed >= target, False, self._completed + self._failed)
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return WaitResult(False, True, self._completed + self._failed)
-                self._cv.wait(0.25 if left is None else min(left, 0.25))  # short waits keep Ctrl-C prompt
-
-    def _check_alive(self) -> None:
-        """Between waits: raise if what delivers the tasks is gone (threads deliver their own)."""
-
-    def n_completed(self) -> int:
-        with self._cv:
-            return self._completed
-
-    def workers_used(self, records: list[TaskRecord]) -> set[int]:
-        return {r.worker for r in records if r.done and r.error is None}
-
-    def tasks_per_worker(self, records: list[TaskRecord]) -> dict[str, int]:
-        """Completed tasks per worker that really ran them (by index, or by address for a remote pool)."""
-        counts: dict[str, int] = {}
-        for r in records:
-            if r.done and r.error is None:
-                name = r.address or str(r.worker)
-                counts[name] = counts.get(name, 0) + 1
-        return dict(sorted(counts.items()))
-
-    def health(self, records: list[TaskRecord]) -> tuple[list[str], dict[str, Any]]:
-        """What the pool saw go wrong beyond the task records (e.g. a lost worker): lines and metrics."""
-        return [], {}
-
-    def retire(self) -> None:
-        """No more tasks: the workers may start exiting while the caller finishes with their results, so
-        :meth:`close` later finds less to wait for. Tasks already submitted still run."""
 
     def close(self) -> None:
         """Stop the workers; joins them when nothing is in flight (a stuck task must not hang the exit)."""
@@ -192,22 +40,11 @@ class WorkerPool:
             idle = self._in_flight == 0
         for ex in self._executors:
             ex.shutdown(wait=idle, cancel_futures=True)
-        self._forget_shared()
-
-    def _forget_shared(self) -> None:
-        for handle in self._shared:
-            forget(handle)
-        self._shared.clear()
-
-    def __enter__(self) -> WorkerPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
 
-#: why a task handed over and not run when its pool closed fails
-CANCELLED_WHY = "cancelled when the pool closed"
+#: the thread pool's former name, which callers still make, extend and annotate with
+WorkerPool = ThreadWorkerPool
 
 
 def future_error(future: Future) -> BaseException | None:

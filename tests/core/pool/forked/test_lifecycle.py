@@ -1,8 +1,6 @@
-"""The process pool with live workers: the parent keeps no helper thread, waits as the pool interface says,
-notices a worker that died, and never blocks on a pipe; closing it, busy, idle or retired, leaves no worker
-running or unreaped and waits a bounded time; a pool made in a process forked *after* nxgates was imported
-works (its workers check their parent against the pid that forked them, not the pid that imported the pool
-module, against which every such worker would exit)."""
+"""Forked workers' lives: the tasks of a worker that died fail naming it and its exit code; closing a pool,
+busy, idle or retired, leaves no worker running or unreaped and waits a bounded time; stop signals are held
+while forking; a pool nobody closed does not hang the interpreter's exit."""
 
 import os
 import signal
@@ -11,39 +9,14 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
-from nxgates.core import pool
-from nxgates.core.pool import ProcessWorkerPool
-from nxgates.core.pool import forked as pool_module
-from nxgates.core.pool.forked import CANCELLED
+from nxgates.core.pool import ProcessWorkerPool, resolve
+from nxgates.core.pool.forked import lifecycle
+from nxgates.core.pool.forked import pool as forked_pool
+from nxgates.core.pool.interface import CANCELLED
 from tests.helpers import process_gone
-
-
-def _double(task_ctx, worker):
-    return 2 * task_ctx
-
-
-def test_a_process_pool_works_in_a_process_forked_after_the_import():
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the forked child reports through the pipe
-        verdict = b"crashed"
-        try:
-            with pool.make_pool("process", 1) as p:
-                p.submit(_double, 21)
-                waited = p.wait(1, 30.0)
-                verdict = b"ok" if waited.reached and p.n_completed() == 1 else b"failed"
-        finally:
-            os.write(write_end, verdict)
-            os._exit(0)
-    os.close(write_end)
-    try:
-        verdict = os.read(read_end, 16)
-    finally:
-        os.close(read_end)
-        os.waitpid(child, 0)
-    assert verdict == b"ok"
 
 
 def noop(ctx, worker):
@@ -52,6 +25,10 @@ def noop(ctx, worker):
 
 def _sleep(ctx, worker):
     time.sleep(ctx)
+
+
+def _double(task_ctx, worker):
+    return 2 * task_ctx
 
 
 def processes_of(pool):
@@ -71,200 +48,7 @@ def exit_codes(processes):
     return [p.exitcode for p in processes]
 
 
-# ---- the parent's side: no thread, the wait contract --------------------------------------------------------
-
-
-def test_the_parent_runs_no_helper_thread():
-    """Answers are read by the thread that waits: no thread wakes while the workers keep the cores busy."""
-    seen = []
-    before = set(threading.enumerate())
-    with ProcessWorkerPool(2) as p:
-        for b in range(6):
-            p.submit(_double, b, on_result=lambda v: seen.append((v, set(threading.enumerate()) - before,
-                                                                      threading.current_thread())))
-        assert p.wait(6, 30).reached
-        assert set(threading.enumerate()) <= before
-    assert sorted(v for v, _, _ in seen) == [0, 2, 4, 6, 8, 10]
-    assert all(new == set() and t is threading.current_thread() for _, new, t in seen)
-
-
-def test_a_wait_returns_at_once_when_nothing_is_left_in_flight():
-    """A task the pool never hands over (a subclass's accepts()) is lost: reported, not waited for."""
-
-    class DropsSecond(ProcessWorkerPool):
-        def accepts(self, task):
-            return task != 1
-
-    with DropsSecond(2) as p:
-        for b in range(3):
-            p.submit(noop, b)
-        t0 = time.monotonic()
-        waited = p.wait(3, 30)
-        assert time.monotonic() - t0 < 10
-        assert (waited.reached, waited.timed_out, waited.finished) == (False, False, 2)
-
-
-def test_a_wait_is_bounded_by_its_timeout_and_sleeps_in_short_slices(monkeypatch):
-    """A stuck task: the wait ends at its timeout, having slept at most 0.25 s at a time (Ctrl-C stays prompt)."""
-    slices = []
-    real_exchange = ProcessWorkerPool._exchange
-
-    def exchange(self, seconds):
-        slices.append(seconds)
-        real_exchange(self, seconds)
-
-    monkeypatch.setattr(ProcessWorkerPool, "_exchange", exchange)
-    p = ProcessWorkerPool(1)
-    try:
-        p.submit(_sleep, 60.0)
-        t0 = time.monotonic()
-        waited = p.wait(1, 0.8)
-        took = time.monotonic() - t0
-        assert (waited.reached, waited.timed_out, waited.finished) == (False, True, 0)
-        assert 0.75 <= took < 5
-        assert len(slices) >= 4 and max(slices) <= 0.25
-        slices.clear()
-        assert p.wait(1, 0.0).timed_out and len(slices) == 1 and slices[0] == 0.0
-    finally:
-        p.close()
-
-
-def test_a_wait_returns_once_its_target_is_reached_with_other_tasks_still_running():
-    p = ProcessWorkerPool(2)
-    try:
-        p.submit(_sleep, 60.0, worker=1)
-        p.submit(_double, 4, worker=0)
-        t0 = time.monotonic()
-        waited = p.wait(1, 20)
-        assert (waited.reached, waited.timed_out, waited.finished) == (True, False, 1)
-        assert time.monotonic() - t0 < 10
-    finally:
-        p.close()
-
-
-def test_a_wait_sleeps_in_the_kernel_rather_than_spinning():
-    """Waiting on a stuck task costs the waiting thread almost no CPU: a poll that returned at once would take
-    a core from the workers while they run."""
-    p = ProcessWorkerPool(1)
-    try:
-        p.submit(_sleep, 60.0)
-        p.flush()
-        cpu = time.thread_time()
-        waited = p.wait(1, 1.2)
-        used = time.thread_time() - cpu  # about 0.5 ms here; polling every millisecond spends 25 ms
-        assert waited.timed_out and used < 0.01, used
-    finally:
-        p.close()
-
-
-def test_a_wait_with_no_time_left_still_takes_the_answers_that_are_there():
-    with ProcessWorkerPool(1) as p:
-        started_workers(p)
-        p.submit(_double, 4)
-        p.flush()
-        deadline = time.monotonic() + 10
-        while not p.wait(2, 0.0).reached:  # a caller polling without waiting
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        assert p.n_completed() == 2
-
-
-def test_a_wait_without_a_timeout_is_stopped_promptly_by_a_signal():
-    """Ctrl-C (here SIGALRM raising) ends a wait on a stuck task at once; closing then cancels the task."""
-
-    class Stop(Exception):
-        pass
-
-    def stop(signum, frame):
-        raise Stop
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    p = ProcessWorkerPool(1)
-    try:
-        p.submit(_sleep, 60.0)
-        signal.setitimer(signal.ITIMER_REAL, 0.3)
-        t0 = time.monotonic()
-        with pytest.raises(Stop):
-            p.wait(1, None)
-        assert time.monotonic() - t0 < 2
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        p.close()
-    assert p.records[0].error == CANCELLED and p._in_flight == 0
-
-
-def big_result(ctx, worker):
-    return b"r" * ctx
-
-
-def test_a_large_batch_and_a_large_answer_at_once_do_not_deadlock():
-    """The worker writes a large answer while the parent writes a large batch to it: the parent writes only
-    what the pipe takes and reads meanwhile, so neither waits on the other for ever."""
-
-    class Hung(Exception):
-        pass
-
-    def hung(signum, frame):
-        raise Hung
-
-    size = 4 << 20  # far more than a pipe holds, either way
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(60)
-    try:
-        with ProcessWorkerPool(1) as p:
-            got = []
-            p.submit(big_result, size, on_result=lambda v: got.append(len(v)))
-            p.flush()
-            time.sleep(0.2)  # the worker is writing its answer, blocked on the full pipe
-            p.submit(big_result, size, on_result=lambda v: got.append(len(v)))
-            p.submit(noop, b"b" * size)
-            p.flush()  # returns although the pipe cannot take the batch now
-            assert p._executors[0].unsent
-            assert p.wait(3, 30).reached and got == [size, size]
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-# ---- what the workers send back -----------------------------------------------------------------------------
-
-
-def unpicklable_result(ctx, worker):
-    return threading.Lock() if ctx else os.getpid()
-
-
-def leave(ctx, worker):
-    sys.exit(ctx)
-
-
-def test_a_result_that_cannot_be_pickled_fails_its_task_and_the_worker_serves_on():
-    pids = []
-    with ProcessWorkerPool(1) as p:
-        for ctx in (0, 1, 0):
-            p.submit(unpicklable_result, ctx, on_result=pids.append)
-        waited = p.wait(3, 30)
-        p.submit(unpicklable_result, 0, on_result=pids.append)
-        assert p.wait(3, 30).reached and waited.finished == 3
-    assert [r.error for r in p.records] == [
-        None, "the task's result cannot be sent back: TypeError: cannot pickle '_thread.lock' object", None, None]
-    assert len(set(pids)) == 1 and len(pids) == 3
-
-
-def test_a_task_that_calls_sys_exit_fails_its_batch_and_the_worker_serves_on(capfd):
-    with ProcessWorkerPool(1) as p:
-        p.submit(noop, None)
-        p.submit(leave, 3)
-        p.wait(2, 30)
-        p.submit(_double, 2)
-        assert p.wait(1, 30).reached
-        processes = processes_of(p)
-    assert [r.error for r in p.records] == ["SystemExit: 3", "SystemExit: 3", None]
-    assert exit_codes(processes) == [0]
-    assert "Traceback" not in capfd.readouterr().err
-
-
-# ---- a worker that dies ------------------------------------------------------------------------------------
+# ---- a worker that dies ---------------------------------------------------------------------------------------------
 
 
 def die(ctx, worker):
@@ -297,7 +81,7 @@ def test_the_tasks_of_a_worker_that_died_fail_naming_it_and_its_exit_code(capfd,
         dead = p._executors[0]
         assert dead.process.exitcode == (-ctx if task is die else ctx) and dead.parent_fds() == ()
         # reaped: nothing left for the exit handler to stop
-        assert dead not in pool_module._RUNNING and p._executors[1] in pool_module._RUNNING
+        assert dead not in lifecycle.RUNNING and p._executors[1] in lifecycle.RUNNING
     assert "Traceback" not in capfd.readouterr().err
 
 
@@ -330,16 +114,23 @@ def test_a_lost_worker_is_read_to_the_end_before_its_tasks_fail():
         p._lose(worker)
         assert [r.error for r in p.records[1:]] == [
             None, "worker 0's process ended (exit code -9, SIGKILL) before answering its tasks"]
-        assert p._in_flight == 0 and not worker.unanswered and worker.lost == p.records[2].error
+        assert p.in_flight == 0 and not worker.unanswered and worker.lost == p.records[2].error
 
 
-# ---- closing ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("exitcode", "how"), [
+    (-9, "exit code -9, SIGKILL"), (-15, "exit code -15, SIGTERM"), (3, "exit code 3"), (0, "exit code 0"),
+    (None, "exit code unknown"), (-200, "exit code -200")])
+def test_a_lost_workers_tasks_are_told_which_worker_and_its_exit_code(exitcode, how):
+    assert lifecycle.ended_reason(2, exitcode) == f"worker 2's process ended ({how}) before answering its tasks"
+
+
+# ---- closing --------------------------------------------------------------------------------------------------------
 
 
 def test_closing_a_busy_process_pool_terminates_its_workers_at_once(monkeypatch):
     """A run that gives up on a stuck task must not leave a worker behind (the script may os._exit), nor wait
     CLOSE_SECONDS for a task that will not end."""
-    monkeypatch.setattr(pool_module, "CLOSE_SECONDS", 60.0)
+    monkeypatch.setattr(forked_pool, "CLOSE_SECONDS", 60.0)
     p = ProcessWorkerPool(2)
     p.submit(_sleep, 60.0, worker=0)
     p.submit(noop, None, worker=1)
@@ -351,6 +142,34 @@ def test_closing_a_busy_process_pool_terminates_its_workers_at_once(monkeypatch)
     assert time.monotonic() - t0 < 5
     assert exit_codes(processes) == [-signal.SIGTERM] * 2
     assert p.records[0].error == CANCELLED and p.records[1].error is None
+
+
+def stuck(ctx, worker):
+    pids = resolve(ctx)
+    pids[worker] = os.getpid()
+    time.sleep(60)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_closing_a_busy_process_pool_ends_its_workers():
+    p = ProcessWorkerPool(2)
+    pids = p.array((2,), np.int64)
+    pids[:] = 0
+    handle = p.share(pids)
+    p.submit(stuck, handle)
+    p.submit(stuck, handle)
+    assert p.wait(2, timeout=0.5).timed_out
+    for _ in range(100):
+        if pids.all():
+            break
+        time.sleep(0.05)
+    assert pids.all()
+    p.close()
+    for _ in range(100):
+        if all(process_gone(int(pid)) for pid in pids):
+            break
+        time.sleep(0.05)
+    assert all(process_gone(int(pid)) for pid in pids)
 
 
 @pytest.mark.parametrize("n_workers", [1, 3])
@@ -370,7 +189,7 @@ def keep_alive(ctx, worker):
 
 def test_closing_an_idle_pool_gives_its_workers_close_seconds_in_all(monkeypatch):
     """Workers that do not exit when asked share one deadline (not CLOSE_SECONDS each), then are terminated."""
-    monkeypatch.setattr(pool_module, "CLOSE_SECONDS", 0.6)
+    monkeypatch.setattr(forked_pool, "CLOSE_SECONDS", 0.6)
     p = ProcessWorkerPool(3)
     for w in range(3):
         p.submit(keep_alive, 60.0, worker=w)
@@ -417,7 +236,7 @@ def test_tasks_handed_over_or_queued_when_the_pool_closes_are_cancelled_not_run(
     time.sleep(0.2)
     p.close()
     assert [r.error for r in p.records] == [CANCELLED] * 5
-    assert p._in_flight == 0 and p.n_completed() == 0 and all(r.done for r in p.records)
+    assert p.in_flight == 0 and p.n_completed() == 0 and all(r.done for r in p.records)
 
 
 def test_what_workers_answered_before_a_busy_pool_closed_is_delivered():
@@ -496,3 +315,51 @@ def test_a_pool_nobody_closed_does_not_hang_the_interpreters_exit():
     assert r.returncode == 0 and r.stderr == "", r.stderr
     pids = [int(pid) for pid in r.stdout.split()]
     assert len(pids) == 2 and all(process_gone(pid) for pid in pids)
+
+
+# ---- stop signals held while forking --------------------------------------------------------------------------------
+
+
+def blocked_stop_signals():
+    return set(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+def test_stop_signals_are_held_while_forking_in_the_main_thread():
+    assert lifecycle.STOP_SIGNALS == (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = blocked_stop_signals()
+    with lifecycle.stop_signals_deferred():
+        assert blocked_stop_signals() == {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    assert blocked_stop_signals() == before
+
+
+def test_a_worker_is_forked_with_the_stop_signals_held_and_they_are_released_after(monkeypatch):
+    import multiprocessing.process
+
+    held, real_start = [], multiprocessing.process.BaseProcess.start
+
+    def start(self):
+        held.append(blocked_stop_signals())
+        real_start(self)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    before = blocked_stop_signals()
+    with ProcessWorkerPool(2) as pool:
+        pool.submit(noop, 1)
+        pool.submit(noop, 2)
+        pool.flush()
+        assert held == [{signal.SIGINT, signal.SIGTERM, signal.SIGHUP}] * 2
+        assert blocked_stop_signals() == before
+        assert pool.wait(2, timeout=60).reached
+
+
+def test_off_the_main_thread_stop_signals_are_not_held():
+    seen = []
+
+    def body():
+        with lifecycle.stop_signals_deferred():
+            seen.append(blocked_stop_signals())
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(5)
+    assert seen == [set()]

@@ -1,10 +1,6 @@
 """The Dask pool's own logic, run in this process against a stand-in for ``distributed``: connecting, dealing
-and pinning batches, fetching their rows, health, shutdown, and what runs on a worker."""
+and pinning batches, fetching their rows, health, shutdown, and borrowing a session's cluster."""
 
-import logging
-import os
-import signal
-import sys
 import threading
 import types
 
@@ -12,22 +8,16 @@ import numpy as np
 import pytest
 
 from nxgates.core.pool import dask as dask_pool
-from nxgates.core.pool.dask import (
-    CONNECT_SECONDS,
-    DaskWorkerPool,
-    _borrow_local_cluster,
-    _pack,
-    _run_remote_batch,
-    _SharedObject,
-    _stops_deferred,
-    _unpack,
-    check_local_workers,
-    shared_local_cluster,
-)
-from nxgates.core.pool.shared import TaskRecord, forget, register, resolve
-from nxgates.errors import ConfigError, Terminated
+from nxgates.core.pool.dask import CONNECT_SECONDS, DaskWorkerPool
+from nxgates.core.pool.dask import cluster as cluster_module
+from nxgates.core.pool.dask.cluster import borrow_local_cluster, check_local_workers, session_cluster
+from nxgates.core.pool.dask.remote import run_remote_batch
+from nxgates.core.pool.interface import TaskRecord
+from nxgates.errors import ConfigError
 
 distributed = pytest.importorskip("distributed")
+
+
 
 ADDRESSES = ["tcp://127.0.0.1:3", "tcp://127.0.0.1:1", "tcp://127.0.0.1:2"]
 
@@ -118,18 +108,19 @@ def fake(monkeypatch):
         log.clusters.append(FakeCluster(n))
         return log.clusters[-1]
 
-    monkeypatch.setattr(dask_pool, "_distributed", lambda: types.SimpleNamespace(Client=FakeClient))
-    monkeypatch.setattr(dask_pool, "local_cluster", local_cluster)
-    monkeypatch.setattr(dask_pool, "close_cluster", log.closed.append)
+    monkeypatch.setattr(dask_pool, "distributed_module", lambda: types.SimpleNamespace(Client=FakeClient))
+    for module in (dask_pool, cluster_module):  # the pool's own names and the session's
+        monkeypatch.setattr(module, "local_cluster", local_cluster)
+        monkeypatch.setattr(module, "close_cluster", log.closed.append)
     monkeypatch.setattr(dask_pool, "probe_scheduler", lambda address, seconds: log.probed.append((address, seconds)))
     monkeypatch.setattr(dask_pool, "auto_workers", lambda: 2)
-    monkeypatch.setattr(dask_pool, "max_process_workers", lambda: 16)
+    monkeypatch.setattr(cluster_module, "max_process_workers", lambda: 16)
     monkeypatch.delenv(dask_pool.SCHEDULER_ENV, raising=False)
     monkeypatch.setattr(FakeClient, "workers", ADDRESSES)
     return log
 
 
-# ---- connecting ------------------------------------------------------------------------------------------
+# ---- connecting -----------------------------------------------------------------------------------------------------
 
 
 def test_without_an_address_the_pool_starts_its_own_local_cluster(fake):
@@ -164,7 +155,7 @@ def test_a_local_cluster_gets_the_workers_asked_for(fake):
 
 
 def test_a_local_cluster_beyond_the_cap_is_refused_before_it_starts(fake, monkeypatch):
-    monkeypatch.setattr(dask_pool, "max_process_workers", lambda: 4)
+    monkeypatch.setattr(cluster_module, "max_process_workers", lambda: 4)
     check_local_workers(4)
     with pytest.raises(ConfigError) as err:
         DaskWorkerPool(5)
@@ -230,13 +221,13 @@ def test_a_failed_local_start_closes_what_it_made(fake, monkeypatch):
     assert fake.closed == fake.clusters and fake.clients[0].calls[-1] == ("close", 5)
 
 
-# ---- sharing, dealing, fetching -------------------------------------------------------------------------
+# ---- registering and dealing and fetching ---------------------------------------------------------------------------
 
 
-def test_share_installs_a_worker_plugin_under_a_fresh_handle(fake):
+def test_register_installs_a_worker_plugin_under_a_fresh_handle(fake):
     with DaskWorkerPool(2) as pool:
         payload = object()
-        h1, h2 = pool.share(payload), pool.share(payload)
+        h1, h2 = pool.register(payload), pool.share(payload)
         assert h1.startswith("nxgates-") and len(h1) == len("nxgates-") + 32 and h1 != h2
         (_, plugin, name), _ = fake.clients[0].calls[1:]
         assert name == h1 and plugin.handle == h1 and plugin.obj is payload
@@ -262,7 +253,7 @@ def test_each_workers_tasks_go_as_one_batch_pinned_to_its_address(fake):
                                  3: "tcp://127.0.0.1:2", 4: "tcp://127.0.0.1:1"}
         pool.flush()
         client = fake.clients[0]
-        assert [f.fn for f in client.futures] == [_run_remote_batch, _run_remote_batch]
+        assert [f.fn for f in client.futures] == [run_remote_batch, run_remote_batch]
         first, second = client.futures
         assert first.args == ([(task, 0), (task, 2), (task, 4)], 0)
         assert second.args == ([(task, 1), (task, 3)], 1)
@@ -331,7 +322,18 @@ def test_a_batch_finishing_after_close_is_not_fetched(fake):
     assert pool.records[0].done is False
 
 
-# ---- health and shutdown ---------------------------------------------------------------------------------
+def test_a_batch_whose_outcomes_do_not_match_its_tasks_is_refused(fake):
+    with DaskWorkerPool(1) as pool:
+        pool.submit(task, 0)
+        pool.submit(task, 1)
+        items = pool._queued.pop(0)
+        future = FakeFuture()
+        future.finish(("tcp://127.0.0.1:1", [(None, 0)]))
+        with pytest.raises(ValueError, match="zip"):
+            pool._finish_batch(items, future)
+
+
+# ---- health and shutdown --------------------------------------------------------------------------------------------
 
 
 def records_run_on(pool, *addresses):
@@ -375,9 +377,9 @@ def test_health_counts_every_planned_worker_lost_when_the_scheduler_is_gone(fake
             {"workers_lost": ["tcp://127.0.0.1:1"], "tasks_rerun": 0})
 
 
-def test_closing_a_joined_cluster_cancels_batches_and_forgets_shared_objects(fake):
+def test_closing_a_joined_cluster_cancels_batches_and_forgets_registered_objects(fake):
     pool = DaskWorkerPool(2, "tcp://10.0.0.1:8786")
-    h1, h2 = pool.share("a"), pool.share("b")
+    h1, h2 = pool.register("a"), pool.register("b")
     pool.submit(task, 0)
     pool.flush()
     (future,) = fake.clients[0].futures
@@ -392,7 +394,7 @@ def test_closing_a_joined_cluster_cancels_batches_and_forgets_shared_objects(fak
 
 def test_closing_our_own_cluster_stops_it_without_unregistering(fake):
     pool = DaskWorkerPool(2)
-    pool.share("a")
+    pool.register("a")
     pool.close()
     client = fake.clients[0]
     assert client.calls[2:] == [("cancel", []), ("close", 5)] and fake.closed == fake.clusters
@@ -400,7 +402,7 @@ def test_closing_our_own_cluster_stops_it_without_unregistering(fake):
 
 def test_closing_survives_a_cluster_that_is_gone(fake, monkeypatch):
     pool = DaskWorkerPool(2, "tcp://10.0.0.1:8786")
-    pool.share("a")
+    pool.register("a")
 
     def gone(*args, **kwargs):
         raise OSError("connection closed")
@@ -409,257 +411,6 @@ def test_closing_survives_a_cluster_that_is_gone(fake, monkeypatch):
         monkeypatch.setattr(fake.clients[0], name, gone)
     pool.close()
     assert pool._client is None
-
-
-# ---- the shared LocalCluster session ---------------------------------------------------------------------
-
-
-def test_a_session_lends_one_cluster_and_restarts_it_for_another_size(fake):
-    with shared_local_cluster():
-        first = _borrow_local_cluster(2)
-        assert _borrow_local_cluster(2) is first and fake.clusters == [first] and first.n == 2
-        second = _borrow_local_cluster(3)
-        assert second is not first and second.n == 3 and fake.closed == [first]
-        assert dask_pool._SESSIONS[-1] == {"cluster": second, "workers": 3}
-        with DaskWorkerPool(3) as pool:
-            assert pool._cluster is None and fake.clients[0].target is second
-        assert fake.closed == [first]  # the pool borrowed it: the session stops it
-    assert fake.closed == [first, second] and dask_pool._SESSIONS == []
-
-
-def test_a_session_that_started_no_cluster_stops_nothing(fake):
-    with shared_local_cluster():
-        assert dask_pool._SESSIONS == [{"cluster": None, "workers": 0}]
-    assert fake.closed == [] and dask_pool._SESSIONS == []
-
-
-def test_a_failed_start_in_a_session_leaves_no_cluster_behind(fake, monkeypatch):
-    with shared_local_cluster():
-        first = _borrow_local_cluster(2)
-
-        def refuse(n):
-            raise OSError("no ports")
-
-        monkeypatch.setattr(dask_pool, "local_cluster", refuse)
-        with pytest.raises(OSError):
-            _borrow_local_cluster(4)
-        assert dask_pool._SESSIONS[-1] == {"cluster": None, "workers": 0}
-    assert fake.closed == [first]
-
-
-# ---- on the worker ---------------------------------------------------------------------------------------
-
-
-def explode(ctx, worker):
-    raise KeyError(f"row {ctx}")
-
-
-@pytest.fixture
-def on_worker(monkeypatch):
-    monkeypatch.setattr(distributed, "get_worker", lambda: types.SimpleNamespace(address="tcp://127.0.0.1:7"))
-
-
-def test_a_remote_batch_reports_its_worker_and_each_outcome(on_worker):
-    assert _run_remote_batch([(task, 1), (explode, 2), (task, 3)], 5) == (
-        "tcp://127.0.0.1:7", [(None, 15), ("KeyError: 'row 2'", None), (None, 35)])
-
-
-def test_a_remote_batch_of_equal_arrays_travels_as_one_block(on_worker):
-    def row(ctx, worker):
-        return np.full(3, ctx + worker, np.float32)
-
-    address, packed = _run_remote_batch([(row, 1), (row, 2)], 1)
-    assert address == "tcp://127.0.0.1:7" and isinstance(packed, np.ndarray)
-    assert packed.tolist() == [[2, 2, 2], [3, 3, 3]] and packed.dtype == np.float32
-
-
-def test_pack_stacks_only_error_free_arrays_of_one_shape_and_dtype():
-    a, b = np.zeros(2, np.float32), np.ones(2, np.float32)
-    stacked = _pack([(None, a), (None, b)])
-    assert isinstance(stacked, np.ndarray) and stacked.tolist() == [[0, 0], [1, 1]]
-    assert [row.tolist() for _, row in _unpack(stacked)] == [[0, 0], [1, 1]]
-    assert all(err is None for err, _ in _unpack(stacked))
-    for outcomes in ([], [(None, a), (None, np.ones(3, np.float32))], [(None, a), (None, np.ones(2, np.float64))],
-                     [(None, a), ("ValueError: x", None)], [(None, a), (None, [1, 1])], [(None, 1), (None, 2)]):
-        assert _pack(outcomes) is outcomes and _unpack(outcomes) is outcomes
-
-
-def test_a_shared_object_registers_itself_on_a_worker_and_leaves_with_it():
-    plugin = _SharedObject("nxgates-test-handle", {"rows": 3})
-    assert plugin.handle == "nxgates-test-handle" and plugin.obj == {"rows": 3}
-    try:
-        plugin.setup(worker=None)
-        assert resolve("nxgates-test-handle") is plugin.obj
-        plugin.teardown(worker=None)
-        with pytest.raises(KeyError):
-            resolve("nxgates-test-handle")
-    finally:
-        forget("nxgates-test-handle")
-
-
-def test_a_shared_object_teardown_forgets_only_its_handle():
-    other = register("other")
-    try:
-        _SharedObject("nxgates-test-handle", 1).teardown(worker=None)
-        assert resolve(other) == "other"
-    finally:
-        forget(other)
-
-
-# ---- the cluster's lifecycle -----------------------------------------------------------------------------
-
-
-def test_distributed_logs_are_silenced():
-    logger, root = logging.getLogger("distributed"), logging.getLogger()
-    before = logger.level, root.level
-    try:
-        logger.setLevel(logging.NOTSET)
-        dask_pool.silence_distributed()
-        assert logger.level == logging.CRITICAL + 1 == dask_pool.QUIET and root.level == before[1]
-    finally:
-        logger.setLevel(before[0])
-        root.setLevel(before[1])
-
-
-class Stopped(Exception):
-    """A stop signal that reached its handler at once instead of being held."""
-
-
-@pytest.fixture
-def stop_handlers():
-    """Handlers of our own for the stop signals, restored after the test: an undeferred signal raises Stopped."""
-
-    def handler(signum, frame):
-        raise Stopped(signum)
-
-    numbers = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    before = {s: signal.signal(s, handler) for s in numbers}
-    yield handler
-    for number, previous in before.items():
-        signal.signal(number, previous)
-
-
-@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated),
-                                                (signal.SIGHUP, Terminated)])
-def test_a_stop_signal_while_a_cluster_starts_is_raised_once_it_is_done(stop_handlers, signum, raised):
-    done = []
-    with pytest.raises(raised) as err, _stops_deferred():
-        os.kill(os.getpid(), signum)
-        done.append(True)
-    assert done == [True] and type(err.value) is raised
-    if raised is Terminated:
-        assert err.value.signum == signum
-    assert all(signal.getsignal(s) is stop_handlers for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
-
-
-def test_only_the_first_stop_signal_decides(stop_handlers):
-    with pytest.raises(Terminated) as err, _stops_deferred():
-        os.kill(os.getpid(), signal.SIGTERM)
-        os.kill(os.getpid(), signal.SIGINT)
-    assert type(err.value) is Terminated and err.value.signum == signal.SIGTERM
-
-
-def test_an_ignored_signal_stays_ignored_while_a_cluster_starts(stop_handlers):
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    with _stops_deferred():
-        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
-        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, stop_handlers)
-        os.kill(os.getpid(), signal.SIGHUP)
-    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
-    assert signal.getsignal(signal.SIGTERM) is stop_handlers
-
-
-def test_off_the_main_thread_stop_signals_are_left_alone():
-    seen = []
-
-    def body():
-        before = signal.getsignal(signal.SIGTERM)
-        with _stops_deferred():
-            seen.append(signal.getsignal(signal.SIGTERM) is before)
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join(5)
-    assert seen == [True]
-
-
-class RecordingCluster:
-    def __init__(self, fail=False, scratch=None):
-        self.fail, self.closed = fail, []
-        if scratch is not None:
-            self.nxgates_scratch = scratch
-
-    def close(self, timeout):
-        self.closed.append(timeout)
-        if self.fail:
-            raise RuntimeError("already closed")
-
-
-def test_closing_a_cluster_stops_it_and_removes_its_scratch(monkeypatch):
-    removed = []
-    monkeypatch.setattr(dask_pool, "remove_scratch", removed.append)
-    cluster = RecordingCluster(scratch="/tmp/nxgates-dask-1-x")
-    dask_pool.close_cluster(cluster)
-    assert cluster.closed == [10] and removed == ["/tmp/nxgates-dask-1-x"]
-    failing = RecordingCluster(fail=True)
-    dask_pool.close_cluster(failing)
-    assert failing.closed == [10] and removed == ["/tmp/nxgates-dask-1-x", None]
-
-
-def test_a_local_cluster_is_loopback_single_threaded_processes_in_our_scratch(monkeypatch):
-    import dask.config
-
-    made = []
-
-    class LocalCluster:
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-            self.config = (dask.config.get("temporary-directory"),
-                           dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"))
-            made.append(self)
-
-    monkeypatch.setattr(dask_pool, "_distributed", lambda: types.SimpleNamespace(LocalCluster=LocalCluster))
-    monkeypatch.setattr(dask_pool, "make_scratch", lambda: "/tmp/nxgates-dask-1-abc")
-    cluster = dask_pool.local_cluster(3)
-    assert made == [cluster] and cluster.nxgates_scratch == "/tmp/nxgates-dask-1-abc"
-    assert cluster.kwargs == {
-        "n_workers": 3, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
-        "host": "127.0.0.1", "silence_logs": logging.CRITICAL + 1, "local_directory": "/tmp/nxgates-dask-1-abc",
-        "scheduler_kwargs": {"dashboard": False, "dashboard_address": "127.0.0.1:0"}}
-    assert cluster.config == ("/tmp/nxgates-dask-1-abc", None)
-    assert dask.config.get("temporary-directory", None) != "/tmp/nxgates-dask-1-abc"
-
-
-def test_a_local_cluster_that_fails_to_start_removes_its_scratch(monkeypatch):
-    removed = []
-
-    def refuse(**kwargs):
-        raise OSError("no ports left")
-
-    monkeypatch.setattr(dask_pool, "_distributed", lambda: types.SimpleNamespace(LocalCluster=refuse))
-    monkeypatch.setattr(dask_pool, "make_scratch", lambda: "/tmp/nxgates-dask-1-abc")
-    monkeypatch.setattr(dask_pool, "remove_scratch", removed.append)
-    with pytest.raises(OSError, match="no ports left"):
-        dask_pool.local_cluster(2)
-    assert removed == ["/tmp/nxgates-dask-1-abc"]
-
-
-def test_distributed_is_imported_only_when_asked_and_its_absence_named(monkeypatch):
-    assert dask_pool._distributed() is distributed
-    monkeypatch.setitem(sys.modules, "distributed", None)
-    with pytest.raises(ConfigError) as err:
-        dask_pool._distributed()
-    assert str(err.value) == "executor=dask needs the optional 'dask' extra: pip install 'nxgates[dask]'"
-
-
-def test_a_batch_whose_outcomes_do_not_match_its_tasks_is_refused(fake):
-    with DaskWorkerPool(1) as pool:
-        items = [(task, 0, TaskRecord(0, 0, "a"), None), (task, 1, TaskRecord(1, 0, "b"), None)]
-        future = FakeFuture()
-        future.finish(("tcp://127.0.0.1:1", [(None, 0)]))
-        pool._in_flight = 2
-        with pytest.raises(ValueError, match="zip"):
-            pool._finish_batch(items, future)
 
 
 def test_closing_does_not_wait_for_a_fetch_and_cancels_those_queued(fake):
@@ -675,3 +426,39 @@ def test_closing_does_not_wait_for_a_fetch_and_cancels_those_queued(fake):
     finally:
         release.set()
         safety.cancel()
+
+
+# ---- a session's LocalCluster ---------------------------------------------------------------------------------------
+
+
+def test_a_session_lends_one_cluster_and_restarts_it_for_another_size(fake):
+    with session_cluster():
+        first = borrow_local_cluster(2)
+        assert borrow_local_cluster(2) is first and fake.clusters == [first] and first.n == 2
+        second = borrow_local_cluster(3)
+        assert second is not first and second.n == 3 and fake.closed == [first]
+        assert cluster_module.SESSIONS[-1] == {"cluster": second, "workers": 3}
+        with DaskWorkerPool(3) as pool:
+            assert pool._cluster is None and fake.clients[0].target is second
+        assert fake.closed == [first]  # the pool borrowed it: the session stops it
+    assert fake.closed == [first, second] and cluster_module.SESSIONS == []
+
+
+def test_a_session_that_started_no_cluster_stops_nothing(fake):
+    with session_cluster():
+        assert cluster_module.SESSIONS == [{"cluster": None, "workers": 0}]
+    assert fake.closed == [] and cluster_module.SESSIONS == []
+
+
+def test_a_failed_start_in_a_session_leaves_no_cluster_behind(fake, monkeypatch):
+    with session_cluster():
+        first = borrow_local_cluster(2)
+
+        def refuse(n):
+            raise OSError("no ports")
+
+        monkeypatch.setattr(cluster_module, "local_cluster", refuse)
+        with pytest.raises(OSError):
+            borrow_local_cluster(4)
+        assert cluster_module.SESSIONS[-1] == {"cluster": None, "workers": 0}
+    assert fake.closed == [first]

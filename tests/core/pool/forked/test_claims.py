@@ -1,6 +1,6 @@
-"""Movable tasks: the process pool shares a flush's movable tasks between the workers it deals tasks to, the
-worker done first runs more of them, and each is recorded on the worker that ran it; a worker that dies
-holding a claim fails only what it claimed; with one worker dealt tasks, or earlier shared tasks still in
+"""Claimable tasks: the process pool makes a flush's movable tasks claimable by the workers it deals tasks to,
+the worker done first runs more of them, and each is recorded on the worker that ran it; a worker that dies
+holding a claim fails only what it claimed; with one worker dealt tasks, or earlier claimable tasks still in
 flight, a movable task runs where it was dealt; the thread pool always runs it there."""
 
 import fcntl
@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from nxgates.core.pool import ProcessWorkerPool, WorkerPool
-from nxgates.core.pool.forked import CANCELLED, SharedTasks, _claim_shared
-from nxgates.core.pool.shared import TaskRecord
+from nxgates.core.pool import ProcessWorkerPool, ThreadWorkerPool
+from nxgates.core.pool.forked.claims import ClaimableTasks, run_claims
+from nxgates.core.pool.interface import CANCELLED
 
 
 def whoami(ctx, worker):
@@ -73,12 +73,12 @@ def test_a_worker_that_dies_holding_a_claim_fails_that_task_alone():
         submit_all(pool, [(whoami, 0), (whoami, 0)])
         moved, _ = submit_all(pool, [(die_now, None), (whoami, 0.05), (whoami, 0.05), (whoami, 0.05)], movable=True)
         waited = pool.wait(6, 30)
-        assert not waited.timed_out and waited.finished == 6 and pool._in_flight == 0
+        assert not waited.timed_out and waited.finished == 6 and pool.in_flight == 0
         (dead,) = [w.index for w in pool._executors if w.lost]  # whichever claimed the task first
         assert moved[0].error == f"worker {dead}'s process ended (exit code 3) before answering its tasks"
         assert moved[0].worker == dead
         assert all(r.error is None and r.worker == 1 - dead for r in moved[1:])
-        assert pool._sharing is None
+        assert pool._claimable is None
 
 
 def test_a_movable_task_that_raises_fails_alone():
@@ -95,7 +95,7 @@ def test_a_movable_task_that_leaves_fails_with_the_batch_of_the_worker_that_clai
         submit_all(pool, [(whoami, 0), (whoami, 0)])
         moved, _ = submit_all(pool, [(leave, 4)], movable=True)
         assert pool.wait(3, 30).finished == 3
-        assert moved[0].error == "SystemExit: 4" and pool._in_flight == 0
+        assert moved[0].error == "SystemExit: 4" and pool.in_flight == 0
 
 
 def leave(ctx, worker):
@@ -108,25 +108,25 @@ def test_movable_tasks_dealt_to_one_worker_run_there():
     with ProcessWorkerPool(2) as pool:
         moved, values = submit_all(pool, [(whoami, 0)] * 5, movable=True, worker=0)
         pool.flush()
-        assert pool._sharing is None  # nothing shared: the one worker runs them as its own
+        assert pool._claimable is None  # nothing shared: the one worker runs them as its own
         assert pool.wait(5, 30).reached
         assert {r.worker for r in moved} == {0} and {v[0] for v in values.values()} == {0}
         assert pool._executors[1].process is None  # never forked
 
 
-def test_movable_tasks_flushed_while_shared_ones_are_in_flight_run_where_they_were_dealt():
+def test_movable_tasks_flushed_while_claimable_ones_are_in_flight_run_where_they_were_dealt():
     with ProcessWorkerPool(2) as pool:
         submit_all(pool, [(whoami, 0.5), (whoami, 0.5)])
         first, _ = submit_all(pool, [(whoami, 0)] * 2, movable=True)
         pool.flush()
-        assert pool._sharing is not None
+        assert pool._claimable is not None
         second, values = submit_all(pool, [(whoami, 0)] * 4, movable=True)
         pool.flush()
-        assert pool.wait(8, 30).reached and pool._sharing is None
+        assert pool.wait(8, 30).reached and pool._claimable is None
         assert [r.worker for r in second] == [0, 1, 0, 1] == [values[r.task][0] for r in second]
 
 
-def test_closing_a_pool_with_shared_tasks_in_flight_cancels_each_once():
+def test_closing_a_pool_with_claimable_tasks_in_flight_cancels_each_once():
     pool = ProcessWorkerPool(2)
     submit_all(pool, [(whoami, 60), (whoami, 60)])
     moved, _ = submit_all(pool, [(whoami, 0)] * 3, movable=True)
@@ -134,7 +134,7 @@ def test_closing_a_pool_with_shared_tasks_in_flight_cancels_each_once():
     time.sleep(0.2)
     pool.close()
     assert [r.error for r in pool.records] == [CANCELLED] * 5
-    assert (pool._in_flight, pool._completed, pool._failed) == (0, 0, 5) and pool._sharing is None
+    assert (pool.in_flight, pool._completed, pool._failed) == (0, 0, 5) and pool._claimable is None
 
 
 def test_movable_tasks_dealt_to_a_lost_worker_are_run_by_the_one_left():
@@ -150,7 +150,7 @@ def test_movable_tasks_queued_when_the_pool_closes_are_cancelled():
     pool = ProcessWorkerPool(2)
     moved, _ = submit_all(pool, [(whoami, 0)] * 3, movable=True)
     pool.close()
-    assert [r.error for r in moved] == [CANCELLED] * 3 and pool._in_flight == 0
+    assert [r.error for r in moved] == [CANCELLED] * 3 and pool.in_flight == 0
 
 
 def open_fds():
@@ -164,7 +164,7 @@ def test_movable_tasks_of_a_retired_or_closed_pool_fail_as_the_others_do_and_ope
     moved, _ = submit_all(pool, [(whoami, 0)] * 3, movable=True)
     submit_all(pool, [(whoami, 0)] * 2)
     assert pool.wait(5, 5).finished == 5
-    assert [r.error for r in moved] == [CANCELLED] * 3 and pool._in_flight == 0
+    assert [r.error for r in moved] == [CANCELLED] * 3 and pool.in_flight == 0
     assert open_fds() == before  # no claim pipe for a pool that takes no tasks
 
 
@@ -195,10 +195,10 @@ def test_no_memory_to_pickle_the_movable_tasks_is_this_machines_limit_not_their_
     with pytest.raises(MemoryError):
         pool.flush()
     pool.close()  # the tasks never handed over are cancelled, as a batch's are
-    assert [r.error for r in moved] == [CANCELLED] * 2 and pool._in_flight == 0
+    assert [r.error for r in moved] == [CANCELLED] * 2 and pool.in_flight == 0
 
 
-def test_movable_tasks_that_found_no_memory_to_be_shared_run_where_they_were_dealt_once_there_is(monkeypatch):
+def test_movable_tasks_that_found_no_memory_to_be_offered_run_where_they_were_dealt_once_there_is(monkeypatch):
     real_dumps = pickle.dumps
 
     def no_memory(obj, *args):
@@ -215,7 +215,7 @@ def test_movable_tasks_that_found_no_memory_to_be_shared_run_where_they_were_dea
 
 
 def test_the_thread_pool_runs_a_movable_task_where_it_was_dealt():
-    with WorkerPool(2) as pool:
+    with ThreadWorkerPool(2) as pool:
         submit_all(pool, [(whoami, 0.3), (whoami, 0)])
         moved, values = submit_all(pool, [(whoami, 0)] * 4, movable=True)
         assert pool.wait(6, 30).reached
@@ -224,21 +224,30 @@ def test_the_thread_pool_runs_a_movable_task_where_it_was_dealt():
 
 # ---- the parent's bookkeeping and the worker's claims, without workers ------------------------------------
 
+class Holding(ProcessWorkerPool):
+    """A process pool that holds its tasks' records instead of queueing them: tasks in flight, no worker."""
+
+    def _dispatch(self, worker, fn, ctx, record, on_result):
+        self.held.append(record)
+
+
 def in_flight(pool, n):
-    records = [TaskRecord(i, i % 2, str(i)) for i in range(n)]
-    pool._in_flight += n
-    return records
+    """``n`` tasks submitted and held, dealt round-robin; their records."""
+    pool.held = []
+    for _ in range(n):
+        pool.submit(whoami, None)
+    return pool.held
 
 
-def shared(pool, records, participants):
-    group = pool._sharing = SharedTasks([(whoami, None, r, None) for r in records], participants)
+def claimable(pool, records, participants):
+    group = pool._claimable = ClaimableTasks([(whoami, None, r, None) for r in records], participants)
     return group
 
 
 def test_each_claimed_task_is_delivered_by_its_worker_and_the_unclaimed_fail_once_none_is_waiting():
-    with ProcessWorkerPool(2) as pool:
+    with Holding(2) as pool:
         records = in_flight(pool, 3)
-        group = shared(pool, records, {0, 1})
+        group = claimable(pool, records, {0, 1})
         pool._claims_answered(group, 1, None, [(0, None, "v"), (2, "ValueError: x", None)])
         assert [(r.done, r.worker, r.error) for r in records] == [
             (True, 1, None), (False, 1, None), (True, 1, "ValueError: x")]
@@ -247,35 +256,35 @@ def test_each_claimed_task_is_delivered_by_its_worker_and_the_unclaimed_fail_onc
         pool._claims_answered(group, 0, "worker 0's process ended (exit code 3) before answering its tasks", None)
         assert records[1].error == "worker 0's process ended (exit code 3) before answering its tasks"
         assert records[1].worker == 0  # dealt to 1, claimed by the worker that ended
-        assert pool._sharing is None and pool._in_flight == 0 and (pool._completed, pool._failed) == (1, 2)
+        assert pool._claimable is None and pool.in_flight == 0 and (pool._completed, pool._failed) == (1, 2)
 
 
-def test_shared_tasks_nobody_delivered_fail_with_the_first_reason_a_worker_did_not_answer():
-    with ProcessWorkerPool(2) as pool:
+def test_claimable_tasks_nobody_delivered_fail_with_the_first_reason_a_worker_did_not_answer():
+    with Holding(2) as pool:
         records = in_flight(pool, 2)
-        group = shared(pool, records, {0, 1, 2})
+        group = claimable(pool, records, {0, 1, 2})
         pool._claims_answered(group, 2, "SystemExit: 1", None)
         pool._claims_answered(group, 0, None, [(1, None, "v")])
         pool._claims_answered(group, 1, CANCELLED, None)
         assert [r.error for r in records] == ["SystemExit: 1", None]
 
 
-def test_a_batch_that_could_not_be_sent_gives_its_shared_tasks_the_exceptions_words():
-    with ProcessWorkerPool(2) as pool:
+def test_a_batch_that_could_not_be_sent_gives_its_claimable_tasks_the_exceptions_words():
+    with Holding(2) as pool:
         records = in_flight(pool, 1)
-        group = shared(pool, records, {0, 1})
+        group = claimable(pool, records, {0, 1})
         pool._claims_answered(group, 0, pickle.PicklingError("cannot pickle 'lock'"), None)
         pool._claims_answered(group, 1, None, [])
         assert records[0].error == "PicklingError: cannot pickle 'lock'"
 
 
-def test_shared_tasks_every_worker_answered_without_running_fail_saying_so():
-    with ProcessWorkerPool(2) as pool:
+def test_claimable_tasks_every_worker_answered_without_running_fail_saying_so():
+    with Holding(2) as pool:
         records = in_flight(pool, 1)
-        group = shared(pool, records, {0, 1})
+        group = claimable(pool, records, {0, 1})
         pool._claims_answered(group, 0, None, [])
         pool._claims_answered(group, 1, None, [])
-        assert records[0].error == "no worker claimed it" and pool._in_flight == 0
+        assert records[0].error == "no worker claimed it" and pool.in_flight == 0
         assert records[0].worker == 0  # no worker to blame: the record keeps the worker it was dealt to
 
 
@@ -290,10 +299,10 @@ def test_a_worker_claims_until_the_pipe_is_empty_and_runs_each_claimed_task():
     read_end, write_end = claims(2, 0)
     blob = pickle.dumps([(whoami, 0), (fail, 1), (whoami, 0)])
     try:
-        assert _claim_shared((read_end, blob), 5) == [(2, None, (5, os.getpid())), (0, None, (5, os.getpid()))]
-        assert _claim_shared((read_end, blob), 5) == []
+        assert run_claims((read_end, blob), 5) == [(2, None, (5, os.getpid())), (0, None, (5, os.getpid()))]
+        assert run_claims((read_end, blob), 5) == []
         os.write(write_end, struct.pack("<I", 1))
-        assert _claim_shared((read_end, blob), 5) == [(1, "ValueError: task 1", None)]
+        assert run_claims((read_end, blob), 5) == [(1, "ValueError: task 1", None)]
     finally:
         os.close(read_end)
         os.close(write_end)
@@ -308,7 +317,7 @@ def unpicklable(ctx, worker):
 def test_a_claimed_result_that_cannot_be_pickled_fails_only_its_task():
     read_end, write_end = claims(0, 1)
     try:
-        outcomes = _claim_shared((read_end, pickle.dumps([(unpicklable, 0), (unpicklable, 1)])), 0)
+        outcomes = run_claims((read_end, pickle.dumps([(unpicklable, 0), (unpicklable, 1)])), 0)
     finally:
         os.close(read_end)
         os.close(write_end)
@@ -321,7 +330,7 @@ def test_a_worker_stops_claiming_at_a_claim_cut_short_and_still_checks_what_it_r
     read_end, write_end = claims(0)
     os.write(write_end, b"\x01\x00")  # half a claim: nothing a worker can run
     try:
-        outcomes = _claim_shared((read_end, pickle.dumps([(unpicklable, 1)])), 0)
+        outcomes = run_claims((read_end, pickle.dumps([(unpicklable, 1)])), 0)
     finally:
         os.close(read_end)
         os.close(write_end)
@@ -332,32 +341,36 @@ def test_a_worker_stops_claiming_at_a_claim_cut_short_and_still_checks_what_it_r
 @pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="a pipe's size is set with F_SETPIPE_SZ (Linux)")
 def test_movable_tasks_beyond_what_the_claim_pipe_takes_run_where_they_were_dealt():
     with ProcessWorkerPool(2) as pool:
-        fcntl.fcntl(pool._claim_pipe()[1], fcntl.F_SETPIPE_SZ, 4096)  # one page: 1024 claims
+        fcntl.fcntl(pool._claim_pipe.ends()[1], fcntl.F_SETPIPE_SZ, 4096)  # one page: 1024 claims
         submit_all(pool, [(whoami, 0.3), (whoami, 0.3)])
         moved, values = submit_all(pool, [(whoami, 0)] * 1100, movable=True)
         pool.flush()
-        assert len(pool._sharing.items) == 1024
+        assert len(pool._claimable.items) == 1024
         assert pool.wait(1102, 60).reached
         assert [r.worker for r in moved[1024:]] == [0, 1] * 38 == [values[r.task][0] for r in moved[1024:]]
 
 
-def test_a_worker_with_nothing_to_claim_does_not_read_the_shared_tasks():
+def test_a_worker_with_nothing_to_claim_does_not_read_the_claimable_tasks():
     read_end, write_end = claims()
     try:
-        assert _claim_shared((read_end, b"not a pickle"), 0) == []
+        assert run_claims((read_end, b"not a pickle"), 0) == []
     finally:
         os.close(read_end)
         os.close(write_end)
 
 
-def test_claims_left_by_workers_that_died_are_emptied_before_the_next_shared_tasks():
+def test_claims_left_by_workers_that_died_are_emptied_before_the_next_claimable_tasks():
     """A claim nobody took (its workers gone) must not be read as one of the next flush's: task 0 would run
-    twice and count twice."""
+    twice and count twice. A worker answers its batches in order, so once each worker has answered one more
+    batch, every claim of the flush before it has been run and delivered: a task run twice would have
+    counted by then."""
     with ProcessWorkerPool(2) as pool:
-        os.write(pool._claim_pipe()[1], struct.pack("<II", 0, 0))
+        os.write(pool._claim_pipe.ends()[1], struct.pack("<II", 0, 0))
         submit_all(pool, [(whoami, 0), (whoami, 0)])
         submit_all(pool, [(whoami, 0)] * 2, movable=True)
         assert pool.wait(4, 30).reached
-        time.sleep(0.3)  # a task run twice would be answered by now
-        pool.wait(5, 0)
-        assert pool.n_completed() == 4 and pool._in_flight == 0
+        after, _ = submit_all(pool, [(whoami, 0)] * 2)  # one more batch for each worker
+        assert [r.worker for r in after] == [0, 1]
+        waited = pool.wait(7, 30)  # one more than there are tasks: returns once nothing is in flight
+        assert not waited.timed_out and waited.finished == 6 and pool._claimable is None
+        assert pool.n_completed() == 6 and pool._failed == 0 and pool.in_flight == 0

@@ -1,9 +1,8 @@
-"""Objects shared with a pool's tasks: registered under handles, resolved by tasks, forgotten at close."""
+"""Objects a pool's tasks reach by handle: registered, resolved by tasks, forgotten at close."""
 
 import pytest
 
-from nxgates.core.pool import resolve
-from nxgates.core.pool.shared import TaskRecord, WaitResult, forget, register
+from nxgates.core.pool.handles import forget, register, resolve
 
 
 def test_register_hands_out_a_new_integer_handle_per_object():
@@ -48,8 +47,7 @@ def test_forget_leaves_other_handles_alone():
         forget(fresh)
 
 
-def test_records_and_wait_results_start_as_declared():
-    record = TaskRecord(3, 1, "example 3")
-    assert (record.task, record.worker, record.label) == (3, 1, "example 3")
-    assert record.done is False and record.error is None and record.address == ""
-    assert WaitResult(True, False, 4) == WaitResult(reached=True, timed_out=False, finished=4)
+def test_the_registry_is_still_found_at_its_former_path():
+    from nxgates.core.pool import shared
+
+    assert (shared.register, shared.resolve, shared.forget) == (register, resolve, forget)

@@ -1,5 +1,6 @@
 """What runs inside a forked worker, called here directly (mutation testing cannot see what runs only in a
-forked worker): the serve loop and its framing, the batch runner, the answers, and the worker's start-up."""
+forked worker): the serve loop and its framing, the answers, and the worker's start-up; then the same seen
+from a live pool."""
 
 import contextlib
 import os
@@ -11,8 +12,10 @@ import threading
 
 import pytest
 
-from nxgates.core.pool import forked
-from nxgates.core.pool.forked import STOP_SIGNALS, _answer, _end_with_parent, _quiet_worker, _run_batch, _serve
+from nxgates.core.pool import ProcessWorkerPool
+from nxgates.core.pool.forked import child
+from nxgates.core.pool.forked.child import _end_with_parent, _quiet_worker
+from nxgates.core.pool.forked.lifecycle import STOP_SIGNALS
 
 
 def add(ctx, worker):
@@ -25,25 +28,12 @@ def fail_on_two(ctx, worker):
     return ctx
 
 
-def test_a_batch_runs_every_task_with_its_context_and_worker():
-    assert _run_batch([(add, 1), (add, 2), (add, 3)], 4) == [(None, 41), (None, 42), (None, 43)]
-    assert _run_batch([], 0) == []
-
-
-def test_a_failing_task_is_reported_in_its_place_and_the_rest_still_run():
-    outcomes = _run_batch([(fail_on_two, 1), (fail_on_two, 2), (fail_on_two, 3)], 1)
-    assert [value for _, value in outcomes] == [1, None, 3]
-    assert outcomes[0][0] is None and outcomes[2][0] is None
-    error = outcomes[1][0]
-    assert type(error) is ValueError and str(error) == "task 2 on worker 1 failed"
-
-
 @pytest.fixture
 def recorded_signals(monkeypatch):
     calls = []
     monkeypatch.setattr(signal, "signal", lambda sig, handler: calls.append(("signal", sig, handler)))
     monkeypatch.setattr(signal, "pthread_sigmask", lambda how, sigs: calls.append(("mask", how, tuple(sigs))))
-    monkeypatch.setattr(forked, "_end_with_parent", lambda parent: calls.append(("parent", parent)))
+    monkeypatch.setattr(child, "_end_with_parent", lambda parent: calls.append(("parent", parent)))
     return calls
 
 
@@ -155,11 +145,11 @@ def read_answers(fd: int) -> list:
 
 @pytest.fixture
 def serve(monkeypatch):
-    """``_serve`` run here on two fresh pipes, its start-up recorded instead of done (it would ignore Ctrl-C
+    """``serve`` run here on two fresh pipes, its start-up recorded instead of done (it would ignore Ctrl-C
     and ask for SIGTERM when pytest's parent dies): write the task pipe, call it, then read what it answered."""
     started = []
-    monkeypatch.setattr(forked, "_quiet_worker", started.append)
-    monkeypatch.setattr(forked, "_run_as_batch", lambda: started.append("batch"))
+    monkeypatch.setattr(child, "_quiet_worker", started.append)
+    monkeypatch.setattr(child, "_run_as_batch", lambda: started.append("batch"))
     task_read, task_write = os.pipe()
     answer_read, answer_write = os.pipe()
 
@@ -167,7 +157,7 @@ def serve(monkeypatch):
         os.write(task_write, sent)
         if end:
             os.close(task_write)
-        _serve(4321, worker, task_read, answer_write, inherited)
+        child.serve(4321, worker, task_read, answer_write, inherited)
         os.close(answer_write)
         return read_answers(answer_read)
 
@@ -205,16 +195,29 @@ def test_a_worker_closes_the_parent_ends_it_inherited(serve):
         os.fstat(spare_write)
 
 
+RAN = []
+
+
+def noted(ctx, worker):
+    RAN.append(ctx)
+    return ctx
+
+
 def test_a_worker_whose_parent_stopped_reading_ends_quietly(monkeypatch):
-    monkeypatch.setattr(forked, "_quiet_worker", lambda parent: None)
-    monkeypatch.setattr(forked, "_run_as_batch", lambda: None)  # the test process keeps its scheduling
+    """Its first answer meets a pipe nobody reads (EPIPE): it returns at once, raising nothing, and runs no
+    batch after it although one is waiting."""
+    monkeypatch.setattr(child, "_quiet_worker", lambda parent: None)
+    monkeypatch.setattr(child, "_run_as_batch", lambda: None)  # the test process keeps its scheduling
+    monkeypatch.setattr(sys.modules[__name__], "RAN", [])
     task_read, task_write = os.pipe()
     answer_read, answer_write = os.pipe()
     os.close(answer_read)
-    os.write(task_write, batch((add, 1)))
-    os.close(task_write)
+    os.write(task_write, batch((noted, 1)) + batch((noted, 2)))
     try:
-        _serve(1, 0, task_read, answer_write, ())  # EPIPE on the answer: returns, raises nothing
+        assert child.serve(1, 0, task_read, answer_write, ()) is None
+        assert RAN == [1]  # the first batch ran, its answer found no reader, and the worker ended there
+        os.close(task_write)
+        assert os.read(task_read, 1 << 16) == batch((noted, 2))  # the second batch is still unread
     finally:
         os.close(task_read)
         os.close(answer_write)
@@ -223,8 +226,8 @@ def test_a_worker_whose_parent_stopped_reading_ends_quietly(monkeypatch):
 def test_a_batch_and_an_answer_larger_than_a_pipe_cross_it_in_pieces(monkeypatch):
     """Both are longer than a pipe holds: the worker reads the batch and writes the answer in pieces, while
     the other side (threads here) writes and reads."""
-    monkeypatch.setattr(forked, "_quiet_worker", lambda parent: None)
-    monkeypatch.setattr(forked, "_run_as_batch", lambda: None)  # the test process keeps its scheduling
+    monkeypatch.setattr(child, "_quiet_worker", lambda parent: None)
+    monkeypatch.setattr(child, "_run_as_batch", lambda: None)  # the test process keeps its scheduling
     big = b"x" * (3 << 16)
     task_read, task_write = os.pipe()
     answer_read, answer_write = os.pipe()
@@ -238,7 +241,7 @@ def test_a_batch_and_an_answer_larger_than_a_pipe_cross_it_in_pieces(monkeypatch
                threading.Thread(target=lambda: answers.append(read_answers(answer_read)))]
     for t in threads:
         t.start()
-    _serve(1, 0, task_read, answer_write, ())
+    child.serve(1, 0, task_read, answer_write, ())
     os.close(answer_write)
     for t in threads:
         t.join(10)
@@ -250,8 +253,8 @@ def test_a_batch_and_an_answer_larger_than_a_pipe_cross_it_in_pieces(monkeypatch
 def test_frames_queued_behind_a_batch_read_in_pieces_are_read_whole(monkeypatch):
     """A large batch, a small one and the stop frame written back to back: reading the first in pieces takes no
     byte of the frames behind it, so both batches are answered and the worker stops."""
-    monkeypatch.setattr(forked, "_quiet_worker", lambda parent: None)
-    monkeypatch.setattr(forked, "_run_as_batch", lambda: None)
+    monkeypatch.setattr(child, "_quiet_worker", lambda parent: None)
+    monkeypatch.setattr(child, "_run_as_batch", lambda: None)
     big = b"y" * (3 << 16)
     task_read, task_write = os.pipe()
     answer_read, answer_write = os.pipe()
@@ -264,7 +267,7 @@ def test_frames_queued_behind_a_batch_read_in_pieces_are_read_whole(monkeypatch)
                threading.Thread(target=lambda: answers.append(read_answers(answer_read)))]
     for t in threads:
         t.start()
-    worker = threading.Thread(target=_serve, args=(1, 0, task_read, answer_write, ()), daemon=True)
+    worker = threading.Thread(target=child.serve, args=(1, 0, task_read, answer_write, ()), daemon=True)
     worker.start()
     worker.join(10)
     stopped = not worker.is_alive()  # at the stop frame, not at end of file
@@ -291,23 +294,23 @@ def unpicklable(ctx, worker):
 
 
 def test_an_answer_carries_each_error_as_its_record_shows_it():
-    answer = pickle.loads(_answer(pickle.dumps([(add, 1), (fail_on_two, 2)]), 1))
+    answer = pickle.loads(child.answer(pickle.dumps([(add, 1), (fail_on_two, 2)]), 1))
     assert answer == [(None, 11), ("ValueError: task 2 on worker 1 failed", None)]
 
 
 def test_a_result_that_cannot_be_pickled_fails_only_its_task():
-    answer = pickle.loads(_answer(pickle.dumps([(unpicklable, 0), (unpicklable, 1), (unpicklable, 0)]), 0))
+    answer = pickle.loads(child.answer(pickle.dumps([(unpicklable, 0), (unpicklable, 1), (unpicklable, 0)]), 0))
     assert answer[0] == answer[2] == (None, 0)
     assert answer[1] == ("the task's result cannot be sent back: TypeError: cannot pickle '_thread.lock' object",
                          None)
 
 
 def test_a_task_that_calls_sys_exit_fails_its_batch_and_the_worker_lives_on():
-    assert pickle.loads(_answer(pickle.dumps([(add, 1), (leave, 3)]), 0)) == "SystemExit: 3"
+    assert pickle.loads(child.answer(pickle.dumps([(add, 1), (leave, 3)]), 0)) == "SystemExit: 3"
 
 
 def test_a_batch_that_cannot_be_read_fails_as_a_whole():
-    assert pickle.loads(_answer(b"not a pickle", 0)).startswith("UnpicklingError: ")
+    assert pickle.loads(child.answer(b"not a pickle", 0)).startswith("UnpicklingError: ")
 
 
 def _policy(ctx, worker):
@@ -317,8 +320,6 @@ def _policy(ctx, worker):
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
 def test_a_forked_worker_runs_as_a_batch_job():
     """Its wake-ups do not preempt the parent while it hands out a pass's batches."""
-    from nxgates.core.pool import ProcessWorkerPool
-
     got = []
     with ProcessWorkerPool(2) as pool:
         for w in range(2):
@@ -335,13 +336,78 @@ def test_running_as_a_batch_job_is_asked_for_and_a_refusal_or_its_absence_is_no_
 
     monkeypatch.setattr(os, "SCHED_BATCH", 3, raising=False)
     monkeypatch.setattr(os, "sched_setscheduler", setscheduler, raising=False)
-    forked._run_as_batch()
+    child._run_as_batch()
     assert asked == [(0, 3, 0)]
 
     def refuse(pid, policy, param):
         raise PermissionError("not here")
 
     monkeypatch.setattr(os, "sched_setscheduler", refuse)
-    forked._run_as_batch()  # runs on as it is
+    child._run_as_batch()  # runs on as it is
     monkeypatch.delattr(os, "SCHED_BATCH")
-    forked._run_as_batch()  # nothing to ask for
+    child._run_as_batch()  # nothing to ask for
+
+
+# ---- seen from a live pool -----------------------------------------------------------------------------------
+
+
+def signals_left_to_the_parent(ctx, worker):
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_forked_workers_leave_ctrl_c_to_the_parent():
+    with ProcessWorkerPool(2) as p:
+        for b in range(2):
+            p.submit(signals_left_to_the_parent, b)
+        assert p.wait(2, timeout=30).reached
+        assert [r.error for r in p.records] == [None, None]
+
+
+
+
+def _double(task_ctx, worker):
+    return 2 * task_ctx
+
+
+def noop(ctx, worker):
+    return None
+
+
+def processes_of(pool):
+    return [w.process for w in pool._executors if w.process is not None]
+
+
+def exit_codes(processes):
+    """Each process's exit code, read without waiting (None: still running or not reaped)."""
+    return [p.exitcode for p in processes]
+
+
+def unpicklable_result(ctx, worker):
+    return threading.Lock() if ctx else os.getpid()
+
+
+def test_a_result_that_cannot_be_pickled_fails_its_task_and_the_worker_serves_on():
+    pids = []
+    with ProcessWorkerPool(1) as p:
+        for ctx in (0, 1, 0):
+            p.submit(unpicklable_result, ctx, on_result=pids.append)
+        waited = p.wait(3, 30)
+        p.submit(unpicklable_result, 0, on_result=pids.append)
+        assert p.wait(3, 30).reached and waited.finished == 3
+    assert [r.error for r in p.records] == [
+        None, "the task's result cannot be sent back: TypeError: cannot pickle '_thread.lock' object", None, None]
+    assert len(set(pids)) == 1 and len(pids) == 3
+
+
+def test_a_task_that_calls_sys_exit_fails_its_batch_and_the_worker_serves_on(capfd):
+    with ProcessWorkerPool(1) as p:
+        p.submit(noop, None)
+        p.submit(leave, 3)
+        p.wait(2, 30)
+        p.submit(_double, 2)
+        assert p.wait(1, 30).reached
+        processes = processes_of(p)
+    assert [r.error for r in p.records] == ["SystemExit: 3", "SystemExit: 3", None]
+    assert exit_codes(processes) == [0]
+    assert "Traceback" not in capfd.readouterr().err

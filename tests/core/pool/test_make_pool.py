@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from nxgates.core.cpus import auto_workers
-from nxgates.core.pool import ProcessWorkerPool, WorkerPool, dask_available, make_pool
+from nxgates.core.pool import ProcessWorkerPool, ThreadWorkerPool, WorkerPool, dask_available, make_pool
 from nxgates.core.pool import dask as dask_pool
 from nxgates.errors import ConfigError
 
@@ -15,7 +15,7 @@ class Pinned:
         return 0
 
 
-class FakeDaskPool(WorkerPool):
+class FakeDaskPool(ThreadWorkerPool):
     """Stands in for the Dask pool: records what make_pool passed."""
 
     def __init__(self, n_workers=0, scheduler=None):
@@ -36,9 +36,10 @@ def test_dask_available_finds_the_extra_without_importing_it(monkeypatch):
 
 def test_thread_and_process_kinds_get_their_own_class_and_auto_workers():
     with make_pool("thread") as pool:
-        assert type(pool) is WorkerPool and pool.n_workers == auto_workers()
+        assert type(pool) is ThreadWorkerPool and pool.n_workers == auto_workers()
     with make_pool("thread", 3) as pool:
-        assert type(pool) is WorkerPool and pool.n_workers == 3
+        assert type(pool) is ThreadWorkerPool and pool.n_workers == 3
+    assert WorkerPool is ThreadWorkerPool  # the former name callers still make and extend
     with make_pool("process", 2) as pool:
         assert type(pool) is ProcessWorkerPool and pool.n_workers == 2
 
@@ -53,7 +54,7 @@ def test_dask_kind_gets_the_dask_pool_with_workers_and_scheduler(fake_dask):
         assert pool.args == (2, "tcp://h:1") and pool.worker_for(5) == 0
 
 
-@pytest.mark.parametrize(("kind", "cls"), [("thread", WorkerPool), ("process", ProcessWorkerPool)])
+@pytest.mark.parametrize(("kind", "cls"), [("thread", ThreadWorkerPool), ("process", ProcessWorkerPool)])
 def test_a_class_in_front_is_put_before_the_pool_class(kind, cls, fake_dask):
     with make_pool(kind, 2, Pinned) as pool:
         assert type(pool).__name__ == f"Pinned{cls.__name__}"

@@ -57,10 +57,10 @@ def test_tasks_are_pinned_round_robin_and_report_the_worker_that_ran_them(cluste
         assert pool.health(pool.records) == ([], {"workers_lost": [], "tasks_rerun": 0})
 
 
-def test_shared_objects_travel_once_and_values_come_back(cluster):
+def test_registered_objects_travel_once_and_values_come_back(cluster):
     rows = np.zeros((4, 3), np.float32)
     with make_pool("dask", 2, scheduler=cluster) as pool:
-        handle = pool.share(np.arange(12, dtype=np.float32).reshape(4, 3))
+        handle = pool.register(np.arange(12, dtype=np.float32).reshape(4, 3))
         for i in range(4):
             pool.submit(scaled_row, (handle, i), on_result=lambda row, i=i: rows.__setitem__(i, row))
         assert pool.wait(4, timeout=30).reached
