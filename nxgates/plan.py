@@ -284,10 +284,10 @@ def resolve_inputs(entries: list[GateEntry], params: dict[str, dict[str, ParamVa
                    path: str) -> tuple[dict[str, dict[str, ParamValue]], Any]:
     """``--inputs PATH``: the parameters the arrays give, and the arrays. A gate that takes any arrays (it
     declares the option but no :class:`InputSpec`, as invariance) gets every array of the ``.npz``."""
-    from nxgates.core.tensors.load import inputs_for_run
+    from nxgates.tensors.load import inputs_for_run
 
     if len(entries) == 1 and entries[0].gate.inputs is None and "inputs" in entries[0].gate.options:
-        from nxgates.core.tensors.read import read_any_npz
+        from nxgates.tensors.read import read_any_npz
 
         return params, read_any_npz(path)
     return inputs_for_run(entries, params, sets, path)

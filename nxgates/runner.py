@@ -137,7 +137,7 @@ def _run_gate(entry: GateEntry, params: dict[str, ParamValue], fault: str | None
         output.check(contract.CONTRACT_CHECK, False, broken)
     given = ctx.options.get("inputs")
     if given is not None:  # a run on the user's tensors: key its figures by them
-        from nxgates.core.tensors.read import arrays_digest
+        from nxgates.tensors.read import arrays_digest
 
         output.metrics["inputs_sha256"] = arrays_digest(given)
     return GateReport(entry.name, dict(params), output, seconds, fault)

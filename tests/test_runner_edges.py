@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from nxgates import runner
-from nxgates.core.tensors.read import arrays_digest
 from nxgates.deadline import THREAD_PREFIX, abandoned_threads
 from nxgates.errors import ConfigError, GateTimeout, ResourceError
 from nxgates.gatekit import GateDef, GateOutput, IntParam, Progress
 from nxgates.registry import GateEntry
 from nxgates.runner import BadDigest, GateReport, exit_code, run_gate, run_repeated
+from nxgates.tensors.read import arrays_digest
 
 
 def entry_of(run, checks=("ok",), name="fake", params=None, presets=None, defaults=None, plugin=None,

@@ -24,13 +24,13 @@ def export_cmd(gate: str, preset: str | None, sets: tuple[str, ...], config: str
     them as JSON. `nxgates run GATE --inputs FILE.npz` takes them back.
     """
     from nxgates import registry
-    from nxgates.core.tensors.write import export_arrays, write_npz
     from nxgates.registry.names import ALL
     from nxgates.reporting.files import check_writable
+    from nxgates.tensors.write import export_arrays, write_npz
 
     if not out or out == "-":
         raise ConfigError("export needs --out FILE.npz (a file: the archive is binary)")
-    from nxgates.core.tensors.load import input_spec
+    from nxgates.tensors.load import input_spec
 
     if gate == ALL:
         raise ConfigError(f"export takes one gate, not {ALL!r}: its tensors are the inputs of that gate alone "

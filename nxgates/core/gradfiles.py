@@ -23,7 +23,7 @@ class GradReader:
     a chunk at a time into a reused buffer (file reads, so its pages never pile up in this process).
 
     ``report`` (where the caller gave the tensors' layout) gathers where the rows part from ours, cell by cell
-    (:class:`nxgates.core.tensors.ulp.UlpReport`)."""
+    (:class:`nxgates.core.ulp.UlpReport`)."""
 
     def __init__(self, path: str, arr: np.ndarray, report: Any = None):
         self.path = path
@@ -35,13 +35,13 @@ class GradReader:
     @classmethod
     def open(cls, path: str | None, B: int, n_params: int, tensors: tuple | None = None) -> GradReader | None:
         """None without a path; anything but float32 of shape (B, NP) is a usage error. ``tensors``: the
-        :class:`~nxgates.core.tensors.ulp.Tensor` layout of a row, for a report of where the rows differ."""
+        :class:`~nxgates.core.ulp.Tensor` layout of a row, for a report of where the rows differ."""
         if path is None:
             return None
         regular_file(path, "--compare-grads")
         report = None
         if tensors is not None:
-            from nxgates.core.tensors.ulp import UlpReport
+            from nxgates.core.ulp import UlpReport
 
             report = UlpReport(tensors)
         if path.endswith(".bin"):
@@ -114,7 +114,7 @@ def _check_header(path: str, B: int, n_params: int) -> None:
     a length other than the header's plus B*NP float32 cells is a usage error, never numpy's overflow or
     warning. A file without the ``.npy`` magic string is left to :func:`_check_kind`, an ``.npy`` of another
     format version to ``np.load``'s own messages."""
-    from nxgates.core.tensors.read import parse_npy_header
+    from nxgates.core.npy import parse_npy_header
 
     where = f"--compare-grads {path}"
     try:

@@ -15,31 +15,9 @@ import numpy as np
 
 from nxgates.core.reductions import F32, sequential_sum, tree_sum
 from nxgates.core.tape import Node, Tape, constf_array
-from nxgates.gatekit import ChoiceParam, IntParam
-
-#: the widest D, H and O a gate accepts unless it says otherwise
-MAX_WIDTH = 1 << 20
-
-
-def mlp_params(batch: IntParam, max_width: int = MAX_WIDTH, max_out: int | None = None, prefix: str = ""
-               ) -> dict[str, IntParam]:
-    """The MLP's D, H, O parameters and the batch ``B`` (each gate words its batch, and may accept less)."""
-    return {
-        "D": IntParam(f"{prefix}input width", min=1, max=max_width),
-        "H": IntParam(f"{prefix}hidden width", min=1, max=max_width),
-        "O": IntParam(f"{prefix}output width", min=1, max=max_width if max_out is None else max_out),
-        "B": batch,
-    }
-
 
 #: every sum of the tape, by the ``reduction`` parameter's value (docs/reduction-order.md gives both orders)
 REDUCTIONS = {"tree": tree_sum, "sequential": sequential_sum}
-
-#: the f32 gates' ``reduction``: tree (the default, pairwise halving) or a plain loop's left-to-right order
-REDUCTION_PARAM = ChoiceParam("the order every sum of the forward, the loss and the backward is taken in: tree "
-                              "(pairwise halving) or sequential (left to right, as a plain loop)",
-                              tuple(REDUCTIONS), default="tree")
-
 
 def reduction_of(params: Mapping[str, Any]) -> Callable[[np.ndarray, int], np.ndarray]:
     """The tape's reduction a gate's parameters choose (tree where the gate has no ``reduction``)."""

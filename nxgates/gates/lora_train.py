@@ -15,8 +15,9 @@ from the same step's gradients, with C's truncating division: ``A[i] = A[i] - (l
 * L5 (with ``--compare-grads``) another implementation's gradients at the final weights, ``dA`` and ``dB``,
   equal the ones L3 checked, integer for integer.
 
-``lr_q = 0`` (the default) derives the rate from the starting model (:func:`derived_lr_q`): 0.1, or less where
-the loss's curvature there asks for less, so a clean run at other sizes still sees its loss fall. An
+The default rate is the seed's, 0.1. ``lr_q = 0`` derives one from the starting model (:func:`derived_lr_q`):
+0.1, or less where the loss's curvature there asks for less, so the loss falls at other sizes too; a clean
+run whose loss did not fall at the seed's rate, above that one, is refused (:func:`refuse_unstable_rate`). An
 intermediate that would leave int64's safe range stops the run (exit 2), never a wrapped number.
 """
 
@@ -30,14 +31,14 @@ import numpy as np
 
 from nxgates.core import lora, q20
 from nxgates.core.lora.gradcheck import gradcheck_adapter
-from nxgates.core.lora.params import MODEL_PARAMS, check_model
 from nxgates.core.memory import require
 from nxgates.core.q20 import S
-from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 from nxgates.core.train import q20_sgd_step
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
+from nxgates.gates._params import MODEL_PARAMS, check_model
 from nxgates.gates._verdict import NamedRedOutput
+from nxgates.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 
 PARAMS = {
     "T": MODEL_PARAMS["T"],
@@ -212,11 +213,32 @@ def starting_rate(p: dict, ctx: RunContext) -> int:
                           "gradient after training; use sizes whose DM or R is not a multiple of 11, or other inputs")
     if p["lr_q"]:
         return p["lr_q"]
-    rate = derived_lr_q(m, f)
+    rate = stable_lr_q(p, ctx)
     if rate < 1:
         raise ConfigError(f"lora-train at {sizes}: the loss's curvature asks for a rate below one Q20 unit; "
                           "use smaller sizes")
     return rate
+
+
+def stable_lr_q(p: dict, ctx: RunContext) -> int:
+    """The rate ``lr_q = 0`` derives from the starting model (:func:`derived_lr_q`)."""
+    given = ctx.options.get("inputs")
+    m = lora_model(given) if given is not None else lora.init_model(p["T"], p["DM"], p["R"])
+    return derived_lr_q(m, lora.forward(m))
+
+
+def refuse_unstable_rate(p: dict, ctx: RunContext, lr_q: int, naming: str) -> None:
+    """A clean run whose loss did not fall at the seed's default rate, above the one these sizes allow, is
+    refused, not RED: that rate was made for the seed's sizes, and the user broke nothing (``lr_q = 0``
+    derives a rate at which the loss falls). A rate or inputs the user chose keep their verdict."""
+    if ctx.fault is not None or ctx.options.get("inputs") is not None or p["lr_q"] != LR_Q_CEILING:
+        return  # a planted fault, the user's own inputs or rate (0.1 is the seed's): the verdict stands
+        return
+    stable = stable_lr_q(p, ctx)
+    if lr_q > stable:
+        raise ConfigError(f"lora-train at {naming}: the loss did not fall at lr_q={lr_q}, above the rate {stable} "
+                          "these sizes allow (3/5 of 1/L, L the loss's curvature at the start); use lr_q=0 to "
+                          f"derive it, or lr_q <= {stable}")
 
 
 #: the seed's central-difference step, in Q20 units: a finer step's rounding is the user's choice
@@ -270,6 +292,8 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
 
     done = len(run1.losses) - 1
     fell = run1.losses[-1] < run1.losses[-2]
+    if not fell:
+        refuse_unstable_rate(p, ctx, lr_q, f"T={T} DM={DM} R={R} steps={steps}")
     out.check(L1, fell, f"{run1.losses[0]} -> {run1.losses[-1]} over {steps} steps" if fell
               else f"loss did not fall at step {done} ({run1.losses[-2]} -> {run1.losses[-1]}); training stopped there")
 
@@ -323,7 +347,7 @@ def _run(ctx: RunContext, p: dict) -> GateOutput:
         out.metrics["B"] = [int(v) for v in m.B.reshape(-1)]
     if theirs is not None:
         ours = {"dA": run1.dA, "dB": run1.dB}
-        from nxgates.core.tensors.exact import judge_foreign  # only with --compare-grads
+        from nxgates.tensors.exact import judge_foreign  # only with --compare-grads
 
         out.metrics["compare_grads"] = judge_foreign(out, L5, ours, theirs, foreign)
     h = hashlib.sha256(" ".join(map(str, run1.losses)).encode())

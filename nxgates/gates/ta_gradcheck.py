@@ -15,15 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from nxgates.core.memory import require
-from nxgates.core.mlp import REDUCTION_PARAM, Dims, MlpInputs, example_grads, init_data, mlp_params, reduction_of
+from nxgates.core.mlp import Dims, MlpInputs, example_grads, init_data, reduction_of
 from nxgates.core.numeric import Verdict, compare, mlp_numeric
 from nxgates.core.tape import F32, Node, Tape, tree_sum
-from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.errors import ConfigError
 from nxgates.gatekit import Fault, GateDef, GateOutput, IntParam, RunContext
 from nxgates.gates._judgeable import at_target, judged_cells
+from nxgates.gates._params import REDUCTION_PARAM, mlp_params
 from nxgates.gates._tape_faults import ReluGradEverywhereTape
 from nxgates.gates._verdict import NamedRedOutput
+from nxgates.tensors.mlp_spec import MLP_INPUTS
 
 PARAMS = {
     **mlp_params(IntParam("examples whose gradients are checked", min=1, max=1 << 16), max_width=1 << 16,

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from nxgates.core.tensors.read import arrays_digest
+from nxgates.tensors.read import arrays_digest
 
 
 def test_the_digest_names_every_array_by_name_dtype_shape_and_bytes():

@@ -5,8 +5,6 @@ import numpy as np
 import pytest
 
 from nxgates.core.mlp import (
-    MAX_WIDTH,
-    REDUCTION_PARAM,
     Dims,
     ExampleHooks,
     MlpInputs,
@@ -14,11 +12,9 @@ from nxgates.core.mlp import (
     init_data,
     init_examples,
     init_weights,
-    mlp_params,
     reduction_of,
 )
 from nxgates.core.tape import F32, Tape, sequential_sum, tree_sum
-from nxgates.gatekit import IntParam
 
 
 def f32_formula(values, d):
@@ -26,45 +22,7 @@ def f32_formula(values, d):
     return np.array([np.float32(v) / np.float32(d) for v in values], dtype=np.float32)
 
 
-# ---- parameters -------------------------------------------------------------------------------------------
-
-
-def test_mlp_params_declares_d_h_o_then_the_batch():
-    batch = IntParam("examples", min=2, max=64)
-    params = mlp_params(batch)
-    assert list(params) == ["D", "H", "O", "B"]
-    assert params["D"] == IntParam("input width", min=1, max=MAX_WIDTH)
-    assert params["H"] == IntParam("hidden width", min=1, max=MAX_WIDTH)
-    assert params["O"] == IntParam("output width", min=1, max=MAX_WIDTH)
-    assert params["B"] is batch
-    assert MAX_WIDTH == 1 << 20
-
-
-def test_mlp_params_takes_a_width_limit_an_output_limit_and_a_prefix():
-    batch = IntParam("examples")
-    params = mlp_params(batch, max_width=100, max_out=7, prefix="MLP ")
-    assert params == {
-        "D": IntParam("MLP input width", min=1, max=100),
-        "H": IntParam("MLP hidden width", min=1, max=100),
-        "O": IntParam("MLP output width", min=1, max=7),
-        "B": batch,
-    }
-    assert mlp_params(batch, max_width=100)["O"] == IntParam("output width", min=1, max=100)
-
-
-def test_every_width_accepts_1_and_its_limit_and_refuses_beyond():
-    from nxgates.errors import ConfigError
-
-    params = mlp_params(IntParam("b"), max_width=9, max_out=4)
-    for key, top in (("D", 9), ("H", 9), ("O", 4)):
-        assert params[key].check(key, 1) == 1 and params[key].check(key, top) == top
-        for bad in (0, top + 1):
-            with pytest.raises(ConfigError, match=rf"^{key}={bad} is out of range \[1, {top}\]$"):
-                params[key].check(key, bad)
-
-
-def test_the_reduction_param_and_what_it_chooses():
-    assert REDUCTION_PARAM.choices == ("tree", "sequential") and REDUCTION_PARAM.default == "tree"
+def test_what_the_reduction_param_chooses():
     assert reduction_of({}) is tree_sum
     assert reduction_of({"reduction": "tree"}) is tree_sum
     assert reduction_of({"reduction": "sequential"}) is sequential_sum

@@ -37,7 +37,7 @@ def defaults(name):
 # ---- lora-train ----
 
 def test_lora_train_derives_the_seeds_own_rate_at_the_seeds_sizes():
-    assert defaults("lora-train")["lr_q"] == 0
+    assert defaults("lora-train")["lr_q"] == 104858  # the seed's rate; 0 derives it
     derived, given = lora_train.run(ctx(LT)), lora_train.run(ctx({**LT, "lr_q": 104858}))
     assert derived.metrics == given.metrics and derived.metrics["lr_q"] == 104858
     assert derived.digest == given.digest and derived.fingerprints == given.fingerprints
@@ -47,8 +47,11 @@ def test_lora_train_derives_the_seeds_own_rate_at_the_seeds_sizes():
 
 @pytest.mark.parametrize("sizes", [{"DM": 64}, {"T": 8, "DM": 24, "R": 3}, {"T": 5, "DM": 48, "R": 24}])
 def test_lora_train_at_wider_sizes_is_green_with_the_derived_rate(sizes):
-    """0.1 (the seed's rate) makes these losses rise; the derived rate makes them fall."""
-    assert failing(lora_train.run(ctx({**LT, **sizes, "lr_q": 104858})))
+    """0.1 (the seed's rate) makes these losses rise: that run is refused (the user broke nothing), and the
+    derived rate makes them fall."""
+    with pytest.raises(ConfigError, match=r"the loss did not fall at lr_q=104858, above the rate \d+ these sizes"):
+        lora_train.run(ctx({**LT, **sizes, "lr_q": 104858}))
+    assert failing(lora_train.run(ctx({**LT, **sizes, "lr_q": 104857})))  # a rate of the user's own: RED
     out = lora_train.run(ctx({**LT, **sizes}))
     assert not failing(out) and out.metrics["lr_q"] < 104858
 
@@ -117,7 +120,7 @@ def test_lora_keeps_green_runs_green_and_fails_faults_it_resolves():
 # ---- dp-train ----
 
 def test_dp_train_derives_the_seeds_own_rate_at_the_seeds_sizes():
-    assert defaults("dp-train")["lr_den"] == 0
+    assert defaults("dp-train")["lr_den"] == 8  # the seed's rate; 0 derives it
     derived, given = dp_train.run(ctx(DP)), dp_train.run(ctx({**DP, "lr_den": 8}))
     assert derived.digest == given.digest and derived.fingerprints == given.fingerprints
     assert derived.items[0].text == given.items[0].text
@@ -126,7 +129,9 @@ def test_dp_train_derives_the_seeds_own_rate_at_the_seeds_sizes():
 @pytest.mark.parametrize("sizes", [{"D": 64, "H": 8, "O": 1}, {"D": 48, "H": 4, "O": 1, "B": 4},
                                    {"D": 12, "H": 64, "O": 2, "B": 3}])
 def test_dp_train_at_wider_sizes_is_green_with_the_derived_rate(sizes):
-    assert failing(dp_train.run(ctx({**DP, **sizes, "lr_den": 8})))
+    with pytest.raises(ConfigError, match=r"the loss did not fall at lr=constf\(1,8\), above the rate"):
+        dp_train.run(ctx({**DP, **sizes, "lr_den": 8}))
+    assert failing(dp_train.run(ctx({**DP, **sizes, "lr_num": 2, "lr_den": 16})))  # the user's own rate: RED
     out = dp_train.run(ctx({**DP, **sizes}))
     assert not failing(out) and out.metrics["lr"] < 1 / 8
 

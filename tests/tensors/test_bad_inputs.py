@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from nxgates.core import memory
-from nxgates.core.tensors import read
-from nxgates.core.tensors.lora_spec import LORA_INPUTS
-from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.errors import ResourceError
+from nxgates.tensors import read
+from nxgates.tensors.lora_spec import LORA_INPUTS
+from nxgates.tensors.mlp_spec import MLP_INPUTS
 from tests.helpers import assert_usage_error, run_in_process
 
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from nxgates.core.tensors.ulp import FIRST_CELLS, Tensor, UlpReport, ulp_distance
+from nxgates.core.ulp import FIRST_CELLS, Tensor, UlpReport, ulp_distance
 from nxgates.errors import ConfigError
 from nxgates.gates import parallel_grad as pg
 from tests.helpers import assert_usage_error, ctx, run_in_process

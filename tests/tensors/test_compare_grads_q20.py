@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 
-from nxgates.core.tensors.lora_spec import LORA_GRADS
 from nxgates.gates import lora_train
 from nxgates.gates.lora.gate import CHECK_FOREIGN
+from nxgates.tensors.lora_spec import LORA_GRADS
 from tests.helpers import assert_usage_error, ctx, run_in_process
 
 SEED = {"T": 3, "DM": 6, "R": 2}

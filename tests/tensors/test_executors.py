@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from nxgates.core.pool import dask_available
-from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.gates import dp_train
 from nxgates.gates import parallel_grad as pg
+from nxgates.tensors.mlp_spec import MLP_INPUTS
 from tests.helpers import ctx
 
 SIZES = {"D": 7, "H": 5, "O": 3, "B": 6}

@@ -28,7 +28,7 @@ def test_sizes_beyond_the_memory_budget_are_refused_before_any_array_is_made(tmp
 def test_the_budget_counts_what_making_the_arrays_takes(tmp_path, monkeypatch):
     asked = []
     real = memory.require
-    monkeypatch.setattr("nxgates.core.tensors.write.require", lambda n, what: (asked.append(n), real(n, what)))
+    monkeypatch.setattr("nxgates.tensors.write.require", lambda n, what: (asked.append(n), real(n, what)))
     r = run_in_process("export", "lora", "--out", "a.npz", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert asked == [32 * (3 * 6 + 6 * 6 + 6 * 2 + 2 * 6)]  # x, W, A, B at T=3 DM=6 R=2

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from nxgates.core import q20
-from nxgates.core.tensors.load import inputs_for_run
-from nxgates.core.tensors.write import export_arrays, write_npz
 from nxgates.errors import ConfigError
 from nxgates.gatekit import GateDef, GateOutput, InputArray, InputSpec, IntParam, RunContext
 from nxgates.registry import GateEntry
+from nxgates.tensors.load import inputs_for_run
+from nxgates.tensors.write import export_arrays, write_npz
 
 
 def _admit(arrays, params):

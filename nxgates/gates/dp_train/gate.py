@@ -10,17 +10,18 @@ import numpy as np
 from nxgates.core.bits import compare_bits
 from nxgates.core.chunks import chunk_examples
 from nxgates.core.memory import require
-from nxgates.core.mlp import REDUCTION_PARAM, Dims, MlpInputs, init_data, mlp_params, reduction_of
+from nxgates.core.mlp import Dims, MlpInputs, init_data, reduction_of
 from nxgates.core.numeric import Verdict, compare, mlp_numeric
 from nxgates.core.pool import EXECUTORS, AutoExecutor, auto_workers, choose_executor, make_pool
 from nxgates.core.tape import constf
-from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.core.train import batch_mean, tree_levels
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
 from nxgates.gates._judgeable import judged_cells
+from nxgates.gates._params import REDUCTION_PARAM, mlp_params
 from nxgates.gates._verdict import NamedRedOutput
 from nxgates.gates.dp_train.training import STALE_WORKER, SgdTrainer, TrainingJob, TrainingRun
+from nxgates.tensors.mlp_spec import MLP_INPUTS
 
 #: what executor=auto means here: dask given a scheduler address, else processes from NP = 16384 up (the
 #: per-example work is parallel-grad's, and so is where a fork pays)
@@ -96,15 +97,34 @@ def learning_rate(p: dict, given: MlpInputs | None = None) -> tuple[int, np.floa
     if given is None and not np.any(x @ W1.T > 0):
         raise ConfigError(f"dp-train at {sizes}: every hidden unit is off (relu) for every example at the start, "
                           "so the gradient is zero and the loss cannot fall (D3); use other sizes")
-    den = p["lr_den"]
-    if not den:
-        bound, den = curvature_bound(dims, B, given), FIRST_DEN
-        while p["lr_num"] * bound > RATE_TIMES_CURVATURE * den:
-            den *= 2
-            if den > 1 << 24:
-                raise ConfigError(f"dp-train at {sizes}: the loss's curvature asks for lr_den above 2^24; use smaller "
-                                  "sizes or set lr_num and lr_den")
+    den = p["lr_den"] or derived_den(p, given)
     return den, constf(p["lr_num"], den)
+
+
+def derived_den(p: dict, given: MlpInputs | None = None) -> int:
+    """``lr_den = 0``'s denominator: :data:`FIRST_DEN`, doubled while the rate times :func:`curvature_bound`
+    exceeds :data:`RATE_TIMES_CURVATURE`."""
+    dims, B = Dims.of(p), p["B"]
+    bound, den = curvature_bound(dims, B, given), FIRST_DEN
+    while p["lr_num"] * bound > RATE_TIMES_CURVATURE * den:
+        den *= 2
+        if den > 1 << 24:
+            raise ConfigError(f"dp-train at D={p['D']} H={p['H']} O={p['O']} B={B}: the loss's curvature asks for "
+                              "lr_den above 2^24; use smaller sizes or set lr_num and lr_den")
+    return den
+
+
+def refuse_unstable_rate(p: dict, fault: str | None, lr_den: int, given: MlpInputs | None) -> None:
+    """A clean run whose loss did not fall at the seed's default rate (1/8), above the one these sizes allow,
+    is refused, not RED: that rate was made for the seed's sizes, and the user broke nothing (``lr_den = 0``
+    derives a rate at which the loss falls). A rate or inputs the user chose keep their verdict."""
+    if fault is not None or given is not None or (p["lr_num"], p["lr_den"]) != (1, FIRST_DEN):
+        return  # a planted fault, the user's own inputs or rate: the verdict stands
+    stable = derived_den(p, given)
+    if lr_den < stable:
+        raise ConfigError(f"dp-train at D={p['D']} H={p['H']} O={p['O']} B={p['B']}: the loss did not fall at "
+                          f"lr=constf({p['lr_num']},{lr_den}), above the rate constf({p['lr_num']},{stable}) these "
+                          f"sizes allow; use lr_den=0 to derive it, or lr_den >= {stable}")
 
 
 # ---- the gate ------------------------------------------------------------------------------------------
@@ -180,6 +200,8 @@ def run(ctx: RunContext) -> GateOutput:
     out.check(D2, ok2, why2)
 
     falls = serial.diverged is None and serial.losses[-1] < serial.losses[0]
+    if not falls:
+        refuse_unstable_rate(p, ctx.fault, lr_den, MlpInputs.of(ctx.options))
     out.check(D3, falls, f"{float(serial.losses[0]):.9g} -> {float(serial.losses[-1]):.9g} over {steps} steps"
               if serial.diverged is None else f"diverged: weights not finite after step {serial.diverged} "
               f"(loss {float(serial.losses[0]):.9g} -> {float(serial.losses[-1]):.9g}); use a smaller lr")

@@ -14,10 +14,10 @@ import numpy as np
 from nxgates.core.mlp import Dims, init_data
 from nxgates.core.mlp import example_grads as _example_grads
 from nxgates.core.tape import F32, Tape
-from nxgates.core.tensors.mlp_spec import MLP_INPUTS
-from nxgates.core.tensors.read import sizes_of
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ParamValue
+from nxgates.tensors.mlp_spec import MLP_INPUTS
+from nxgates.tensors.read import sizes_of
 
 #: the built-in target's arrays passed whole
 STATIC = ("W1", "W2")

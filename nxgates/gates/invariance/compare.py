@@ -2,7 +2,7 @@
 
 A float cell passes when the two values are at most ``ulp`` float values apart (``ulp`` 0: the same value):
 -0.0 and +0.0 are 0 apart, a NaN equals only a NaN of the same bits, and an infinity only itself. The
-counts per output follow ``--compare-grads``'s report (:mod:`nxgates.core.tensors.ulp`): the same histogram
+counts per output follow ``--compare-grads``'s report (:mod:`nxgates.core.ulp`): the same histogram
 buckets, sign differences and non-finite cells apart, the largest distance and the first differing cells.
 """
 
@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nxgates.core.tensors.ulp import BUCKETS, FIRST_CELLS
-from nxgates.core.tensors.ulp import ordered as ordered_f32
+from nxgates.core.ulp import BUCKETS, FIRST_CELLS
+from nxgates.core.ulp import ordered as ordered_f32
 
 #: the signed integer of each float width: a float's bits read as one, for its place in the order of values
 _INTS = {2: np.int16, 4: np.int32, 8: np.int64}

@@ -10,11 +10,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nxgates.core.memory import require
-from nxgates.core.mlp import Dims, mlp_params
+from nxgates.core.mlp import Dims
 from nxgates.core.pool import EXECUTORS, auto_workers, check_workers
-from nxgates.core.tensors.read import read_any_npz
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, GateOutput, IntParam, RunContext
+from nxgates.gates._params import mlp_params
 from nxgates.gates._verdict import NamedRedOutput
 from nxgates.gates.invariance.builtin import SPEC as BUILTIN_SPEC
 from nxgates.gates.invariance.builtin import STATIC as BUILTIN_STATIC
@@ -38,6 +38,7 @@ from nxgates.gates.invariance.compare import CheckTally
 from nxgates.gates.invariance.faults import WorkerState, planted
 from nxgates.gates.invariance.parallel import PoolJob, check_parallel
 from nxgates.gates.invariance.target import load_target
+from nxgates.tensors.read import read_any_npz
 
 #: what ``static`` holds when every array is batched
 NO_STATIC = "none"
@@ -190,6 +191,6 @@ def _shapes(arrays: dict[str, np.ndarray]) -> list[str]:
 
 
 def _digest(outputs: dict[str, np.ndarray]) -> str:
-    from nxgates.core.tensors.read import arrays_digest
+    from nxgates.tensors.read import arrays_digest
 
     return arrays_digest(outputs)

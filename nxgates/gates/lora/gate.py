@@ -19,12 +19,12 @@ from nxgates.core import q20
 from nxgates.core.cpus import EXECUTORS, AutoExecutor, choose_executor
 from nxgates.core.lora import Forward, backward, forward, init_model
 from nxgates.core.lora.gradcheck import Gradcheck
-from nxgates.core.lora.params import MODEL_PARAMS, check_model
 from nxgates.core.q20 import S, tdiv
-from nxgates.core.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 from nxgates.errors import ConfigError, ResourceError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext, SeedLog
+from nxgates.gates._params import MODEL_PARAMS, check_model
 from nxgates.gates._verdict import NamedRedOutput
+from nxgates.tensors.lora_spec import LORA_INPUTS, lora_model, read_foreign_grads
 
 #: ``executor=auto``: dask given a scheduler address, else forked processes (the cells share memory)
 AUTO_EXECUTOR = AutoExecutor()
@@ -95,7 +95,7 @@ def refuse_unresolvable(f: Forward, grads: tuple[np.ndarray, np.ndarray], result
 
 
 def validate(p: dict) -> None:
-    """The model's checks (:func:`~nxgates.core.lora.params.check_model`)."""
+    """The model's checks (:func:`~nxgates.gates._params.check_model`)."""
     check_model(p)
 
 
@@ -185,7 +185,7 @@ def _run(ctx: RunContext, T: int, DM: int, R: int, delta: int, tol: int) -> Gate
             "numeric": g.numeric.tolist(),
         }
     if theirs is not None:
-        from nxgates.core.tensors.exact import judge_foreign  # only with --compare-grads
+        from nxgates.tensors.exact import judge_foreign  # only with --compare-grads
 
         out.metrics["compare_grads"] = judge_foreign(out, CHECK_FOREIGN, {"dA": dA, "dB": dB}, theirs, foreign)
     out.digest = partial(_digest, f.loss, results)  # hashed only if read (--repeat)

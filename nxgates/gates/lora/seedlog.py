@@ -63,7 +63,7 @@ def figures(log: ParsedLog, ctx: RunContext) -> list[Figure]:
 
     from nxgates.core import lora, q20
     from nxgates.core.lora.gradcheck import gradcheck_adapter
-    from nxgates.core.tensors.lora_spec import lora_model
+    from nxgates.tensors.lora_spec import lora_model
 
     p = ctx.params
     T, DM, R, delta, tol = p["T"], p["DM"], p["R"], p["delta"], p["tol_permil"]

@@ -10,7 +10,7 @@ flipped bit.
 * T2 the pool completed all B tasks *and* they ran on more than one distinct worker.
 * T3 a parallel re-run on the same arenas is bit-identical.
 * T4 (with ``--compare-grads``) bit-identical to a saved ``.npy`` or another implementation's raw ``.bin``
-  (``--ulp N``: within N ULPs); where they differ, a report per tensor, in ULPs (:mod:`nxgates.core.tensors.ulp`).
+  (``--ulp N``: within N ULPs); where they differ, a report per tensor, in ULPs (:mod:`nxgates.core.ulp`).
 
 ``reduction`` chooses the order of every sum (``tree``, or ``sequential`` as a plain loop sums); ``--inputs``
 runs on given weights and batch instead of the seed's formulas.
@@ -22,11 +22,11 @@ first pass's row against the serial row, their own row against the first pass's,
 rows no task compared (a lost task, rows returned by a remote worker) are compared by the gate.
 """
 
-from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.gatekit import GateDef, SeedLog
 from nxgates.gates.parallel_grad.checks import CHECKS, T1, T2, T3, T4
 from nxgates.gates.parallel_grad.faults import FAULTS
 from nxgates.gates.parallel_grad.gate import AUTO_EXECUTOR, PARAMS, footprint_bytes, run, selftest_variants, validate
+from nxgates.tensors.mlp_spec import MLP_INPUTS
 
 
 def _seed_log() -> SeedLog:

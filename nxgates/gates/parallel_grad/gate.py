@@ -9,7 +9,7 @@ from nxgates.core.bits import BitComparison
 from nxgates.core.chunks import chunk_examples
 from nxgates.core.gradfiles import GradReader, GradWriter
 from nxgates.core.memory import fmt_bytes, require
-from nxgates.core.mlp import REDUCTION_PARAM, Dims, MlpInputs, init_examples, init_weights, mlp_params, reduction_of
+from nxgates.core.mlp import Dims, MlpInputs, init_examples, init_weights, reduction_of
 from nxgates.core.pool import (
     EXECUTORS,
     AutoExecutor,
@@ -22,6 +22,7 @@ from nxgates.core.pool import (
 )
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, GateOutput, IntParam, RunContext, Variant
+from nxgates.gates._params import REDUCTION_PARAM, mlp_params
 from nxgates.gates._verdict import NamedRedOutput
 from nxgates.gates.parallel_grad.checks import T1, T2, T3, T4, judge_t1, pool_problems
 from nxgates.gates.parallel_grad.faults import POOL_FAULTS, plant_shared_arena
@@ -212,7 +213,7 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
 
 def grad_tensors(dims: Dims) -> tuple:
     """Where W1's and W2's gradients sit in a row: ``[dW1 (H x D) row-major, dW2 (O x H) row-major]``."""
-    from nxgates.core.tensors.ulp import Tensor
+    from nxgates.core.ulp import Tensor
 
     return Tensor("W1", 0, dims.H, dims.D), Tensor("W2", dims.n_w1, dims.O, dims.H)
 

@@ -167,7 +167,7 @@ def test_d3_compares_the_last_loss_with_the_first_not_the_second():
 
 def test_a_loss_that_does_not_move_fails_d3():
     """Zero weights, inputs and targets: every gradient is 0 and the loss stays at 0, which is not a fall."""
-    from nxgates.core.tensors.mlp_spec import MLP_INPUTS
+    from nxgates.tensors.mlp_spec import MLP_INPUTS
 
     zeros = {k: np.zeros_like(v) for k, v in MLP_INPUTS.make(SEED).items()}
     out = dp.run(ctx({**SEED, "workers": 2}, inputs=zeros))
@@ -193,7 +193,7 @@ def test_a_diverging_run_fails_d3_quietly():
     in the tree over the batch. D3 says so, and numpy's overflow warnings stay off stderr."""
     import warnings
 
-    from nxgates.core.tensors.mlp_spec import MLP_INPUTS
+    from nxgates.tensors.mlp_spec import MLP_INPUTS
 
     arrays = {k: np.zeros_like(v) for k, v in MLP_INPUTS.make(SEED).items()}
     arrays["W1"][...] = 1

@@ -6,11 +6,11 @@ import warnings
 
 import numpy as np
 import pytest
+from nxgates.core.pool.shared import register
 
 from nxgates.core.mlp import Dims, MlpInputs, example_grads, init_data
 from nxgates.core.numeric import compare, mlp_numeric
 from nxgates.core.pool import TaskRecord, make_pool
-from nxgates.core.pool.shared import register
 from nxgates.core.tape import F32, Tape, constf, tree_sum
 from nxgates.core.train import batch_mean, tree_leaf_order
 from nxgates.errors import ConfigError
@@ -400,7 +400,7 @@ def test_every_run_trains_on_the_given_inputs():
 
 
 def test_auto_forks_processes_from_16384_weights():
-    out = gate.run(ctx({**SMALL, "D": 127, "H": 128, "O": 1, "B": 2, "steps": 2, "executor": "auto"}))
+    out = gate.run(ctx({**SMALL, "D": 127, "H": 128, "O": 1, "B": 2, "steps": 2, "lr_den": 0, "executor": "auto"}))
     assert out.metrics["executor"] == "process"
 
 

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from nxgates.cli import cli
 from nxgates.core.gradfiles import GradReader
-from nxgates.core.tensors import read
-from nxgates.core.tensors.lora_spec import LORA_INPUTS
 from nxgates.errors import NxError
+from nxgates.tensors import read
+from nxgates.tensors.lora_spec import LORA_INPUTS
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 NAMES = ("x.npy", "W.npy", "A.npy", "B.npy", "nxgates.npy")

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from nxgates.core.memory import require
-from nxgates.core.tensors.read import FORMAT_VERSION, META
 from nxgates.errors import ConfigError
 from nxgates.gatekit import INPUT_DTYPES, InputSpec, ParamValue
 from nxgates.safeio import commit_output, discard_output, open_output
+from nxgates.tensors.read import FORMAT_VERSION, META
 
 FLAG = "--out"  #: the option that names the file, in messages
 

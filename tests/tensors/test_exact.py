@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from nxgates.core.tensors.exact import ExactReport, IntCell, judge_foreign
 from nxgates.gatekit import GateOutput
 from nxgates.gatekit.output import Check, Line
+from nxgates.tensors.exact import ExactReport, IntCell, judge_foreign
 
 
 def pair():

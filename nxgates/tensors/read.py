@@ -8,12 +8,10 @@ Object arrays are refused from their header: nothing is ever unpickled.
 
 from __future__ import annotations
 
-import ast
 import json
 import lzma
 import math
 import os
-import struct
 import zipfile
 import zlib
 from typing import Any, BinaryIO, NamedTuple
@@ -21,6 +19,7 @@ from typing import Any, BinaryIO, NamedTuple
 import numpy as np
 
 from nxgates.core.memory import require
+from nxgates.core.npy import parse_npy_header
 from nxgates.errors import ConfigError
 from nxgates.gatekit import INPUT_DTYPES, InputArray, InputSpec, ParamValue
 from nxgates.safeio import regular_file
@@ -34,13 +33,8 @@ FORMAT_VERSION = 1
 #: a raw dump's element type: little-endian, as a C program on x86 or ARM writes its buffer
 RAW_DTYPES = {"q20": np.dtype("<i8"), "float32": np.dtype("<f4")}
 META_LIMIT = 1 << 20  #: bytes of metadata read at most
-HEADER_LIMIT = 10000  #: bytes of an ``.npy`` header read at most (numpy's own limit)
-#: each ``.npy`` format version's header-length field and header encoding
-HEADER_FORMATS = {(1, 0): ("<H", "latin1"), (2, 0): ("<I", "latin1"), (3, 0): ("<I", "utf8")}
 NPZ_VERSIONS = ((1, 0), (2, 0))  #: what ``np.savez`` writes, and so what an ``.npz`` member may be
 NOT_NPY = "corrupt member, or not an .npy one"  #: how a member that is no ``.npy`` is refused
-MAX_RANK = 64  #: numpy's most dimensions
-INDEX_LIMIT = np.iinfo(np.intp).max  #: an array's bytes (and each length) must be indexable
 #: the zip compression methods zipfile decompresses
 COMPRESSIONS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
                 zipfile.ZIP_LZMA: "lzma"}
@@ -96,7 +90,7 @@ def read_npz(path: str, spec: InputSpec, flag: str = "--inputs") -> tuple[dict[s
 
 def read_any_npz(path: str, flag: str = "--inputs") -> dict[str, np.ndarray]:
     """Every array of an ``.npz``, whatever its names, numeric or bool dtype and shape (converted to native C
-    order), read with the checks of :mod:`nxgates.core.tensors.read`: sizes before data, no pickles. The
+    order), read with the checks of :mod:`nxgates.tensors.read`: sizes before data, no pickles. The
     metadata member ``nxgates export`` writes is left out. For a gate that takes any arrays (invariance)."""
     where = f"{flag} {path}"
     regular_file(path, flag)
@@ -248,55 +242,6 @@ def _check_member(info: zipfile.ZipInfo, where: str) -> None:
     if info.compress_type not in COMPRESSIONS:
         raise ConfigError(f"{where}: compression method {info.compress_type} is not supported "
                           f"({', '.join(COMPRESSIONS.values())})")
-
-
-def parse_npy_header(fh: BinaryIO, version: tuple[int, int], where: str, corrupt: str,
-                     limit: int = HEADER_LIMIT) -> tuple[np.dtype, tuple[int, ...], bool]:
-    """The dtype, shape and order an ``.npy`` header declares, read after the magic string: a Python dict
-    literal of exactly ``descr``, ``fortran_order`` and ``shape``, every value checked (a negative, boolean or
-    absurd length, a non-boolean order or an unknown dtype is refused, with the header's own words cut
-    short). Parsed here rather than by numpy, whose fallback for Python 2 headers prints a warning and whose
-    parser lets a RecursionError through. ``corrupt`` starts the message of a header that cannot be parsed."""
-    size_format, encoding = HEADER_FORMATS[version]
-    (length,) = struct.unpack(size_format, _exactly(fh, struct.calcsize(size_format), where, corrupt))
-    if length > limit:
-        raise ConfigError(f"{where}: {corrupt} (a header of {length} bytes; at most {limit} are read)")
-    raw = _exactly(fh, length, where, corrupt)
-    try:
-        text = raw.decode(encoding)
-        d = ast.literal_eval(text)
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):  # the parser's limits included
-        shown = _cut(raw.decode(encoding, "replace").strip())
-        raise ConfigError(f"{where}: {corrupt} (its header is not a Python literal: {shown})") from None
-    if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
-        raise ConfigError(f"{where}: {corrupt} (its header is not a dict of descr, fortran_order and shape: "
-                          f"{_cut(text.strip())})")
-    shape, fortran = d["shape"], d["fortran_order"]
-    if not isinstance(shape, tuple) or not all(type(n) is int for n in shape):
-        raise ConfigError(f"{where}: bad .npy header: shape {_cut(repr(shape))} is not a tuple of integers")
-    if any(n < 0 for n in shape):
-        raise ConfigError(f"{where}: bad .npy header: shape {_cut(repr(shape))} has a negative length")
-    if type(fortran) is not bool:
-        raise ConfigError(f"{where}: bad .npy header: fortran_order {_cut(repr(fortran))} is not True or False")
-    try:
-        dtype = np.lib.format.descr_to_dtype(d["descr"])
-    except (TypeError, ValueError, KeyError, IndexError, OverflowError, SyntaxError, RecursionError):
-        raise ConfigError(f"{where}: bad .npy header: descr {_cut(repr(d['descr']))} is not a dtype") from None
-    if len(shape) > MAX_RANK or math.prod(max(n, 1) for n in shape) * max(dtype.itemsize, 1) > INDEX_LIMIT:
-        raise ConfigError(f"{where}: bad .npy header: shape {_cut(repr(shape))} is beyond any array")
-    return dtype, shape, fortran
-
-
-def _exactly(fh: BinaryIO, n: int, where: str, corrupt: str) -> bytes:
-    data = fh.read(n)
-    if len(data) != n:
-        raise ConfigError(f"{where}: {corrupt} (it ends inside its header)")
-    return data
-
-
-def _cut(text: str, limit: int = 80) -> str:
-    """A hostile file's own words, cut short enough for a one-line message."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, h: Header, where: str) -> np.ndarray:

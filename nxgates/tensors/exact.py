@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nxgates.core.tensors.ulp import FIRST_CELLS
+from nxgates.core.ulp import FIRST_CELLS
 from nxgates.gatekit import GateOutput
 
 

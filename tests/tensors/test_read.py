@@ -9,9 +9,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from nxgates.core.tensors import read
 from nxgates.errors import ConfigError
 from nxgates.gatekit import InputArray, InputSpec
+from nxgates.tensors import read
 
 SPEC = InputSpec(
     arrays=(InputArray("a", "q20", ("N", "M")), InputArray("b", "float32", ("M", 3))),

@@ -8,10 +8,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from nxgates.core.tensors import write
-from nxgates.core.tensors.read import read_npz
 from nxgates.errors import ConfigError
 from nxgates.gatekit import InputArray, InputSpec
+from nxgates.tensors import write
+from nxgates.tensors.read import read_npz
 
 PARAMS = {"N": 2, "M": 3}
 

@@ -11,11 +11,11 @@ import os
 
 import numpy as np
 
-from nxgates.core.tensors.read import check_finite, read_npz, read_raw_dir, sizes_of
 from nxgates.errors import ConfigError
 from nxgates.gatekit import INPUT_DTYPES, InputArray, InputSpec, ParamValue
 from nxgates.registry import GateEntry
 from nxgates.registry.params import parse_sets
+from nxgates.tensors.read import check_finite, read_npz, read_raw_dir, sizes_of
 
 
 def input_spec(entry: GateEntry, flag: str) -> InputSpec:

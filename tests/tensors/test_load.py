@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from nxgates.core.tensors import load
 from nxgates.errors import ConfigError
 from nxgates.gatekit import GateDef, GateOutput, InputArray, InputSpec, IntParam
 from nxgates.registry import GateEntry
+from nxgates.tensors import load
 
 admitted = []
 

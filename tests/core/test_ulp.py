@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from nxgates.core.tensors import ulp
-from nxgates.core.tensors.ulp import Cell, Tensor, UlpReport
+from nxgates.core import ulp
+from nxgates.core.ulp import Cell, Tensor, UlpReport
 
 F32 = np.float32
 MAX = np.finfo(F32).max

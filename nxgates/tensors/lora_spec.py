@@ -63,7 +63,7 @@ def read_foreign_grads(path: str, params: dict[str, ParamValue]) -> dict[str, An
     the shapes of this run (a usage error otherwise)."""
     import os
 
-    from nxgates.core.tensors.read import read_npz, read_raw_dir
+    from nxgates.tensors.read import read_npz, read_raw_dir
 
     if os.path.isdir(path):
         return read_raw_dir(path, LORA_GRADS, params, "--compare-grads")

@@ -6,10 +6,10 @@ import pytest
 
 from nxgates.core import lora
 from nxgates.core.mlp import Dims, init_data
-from nxgates.core.tensors import lora_spec, mlp_spec
-from nxgates.core.tensors.lora_spec import LORA_GRADS, LORA_INPUTS, lora_model, read_foreign_grads
-from nxgates.core.tensors.mlp_spec import MLP_INPUTS
 from nxgates.errors import ConfigError
+from nxgates.tensors import lora_spec, mlp_spec
+from nxgates.tensors.lora_spec import LORA_GRADS, LORA_INPUTS, lora_model, read_foreign_grads
+from nxgates.tensors.mlp_spec import MLP_INPUTS
 
 # --- the MLP --------------------------------------------------------------------------------------------
 
