@@ -9,7 +9,7 @@ import pytest
 
 from nxgates.core import gradfiles
 from nxgates.core.gradfiles import GradReader, GradWriter, _check_header, _raw_rows
-from nxgates.core.tensors.ulp import Tensor
+from nxgates.core.ulp import Tensor
 from nxgates.errors import ConfigError
 
 F32 = np.float32
