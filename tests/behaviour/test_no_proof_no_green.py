@@ -52,6 +52,7 @@ SIZES = {
     "parallel-grad": {"D": (1, 5), "H": (1, 5), "O": (1, 4), "B": (2, 9)},
     "ta-gradcheck": {"D": (1, 4), "H": (1, 4), "O": (1, 3), "B": (1, 3), "tol_permil": (0, 1000)},
     "dp-train": {"D": (1, 3), "H": (1, 3), "O": (1, 3), "B": (2, 6), "steps": (2, 3), "tol_permil": (0, 1000)},
+    "invariance": {"D": (1, 4), "H": (1, 4), "O": (1, 3), "B": (2, 9), "rows": (1, 9), "repeat": (2, 3)},
 }
 
 
@@ -64,7 +65,7 @@ def planted_runs(draw):
     return gate, fault, sets
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(planted_runs())
 def test_no_planted_run_exits_0(run):
     gate, fault, sets = run
