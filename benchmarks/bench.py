@@ -21,6 +21,8 @@ Prints a table, writes bench-results/bench.json, and exits 1 if a target is miss
   dp-train's weights identical on the thread and process executors.
 * dask (benchmarks/bench_dask.py): cluster start-up, and its parallel pass at large within 1.5x of the
   process executor's.
+* invariance (benchmarks/bench_invariance.py): the gate's overhead on ``X @ W`` at N=256 (gate seconds less
+  the time inside the target) at most 20% of that time plus 0.2 s.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import sys
 import time
 
 from bench_dask import measure as measure_dask
+from bench_invariance import measure as measure_invariance
 from bench_tape import measure as measure_tape
 from measure import ROOT, GiB, child, median, paired_wall, wall, wall_ok
 
@@ -197,6 +200,10 @@ def main() -> int:
     # ---- dask: cluster start-up, parallel pass next to processes (benchmarks/bench_dask.py) -------------
     results["dask"], dask_targets = measure_dask(child)
     targets += dask_targets
+
+    # ---- invariance: the gate's overhead on a user's function (benchmarks/bench_invariance.py) ---------
+    results["invariance"], invariance_targets = measure_invariance(child)
+    targets += invariance_targets
 
     # ---- training gates: seconds per preset and executor, the same weights everywhere -----------
     print(f"\n{'training':<12}{'preset':<8}{'executor':<9}{'seconds':>9}{'passed':>8}{'peak RSS':>16}")

@@ -18,17 +18,17 @@ GiB = 1 << 30
 
 
 def one(spec: dict) -> dict:
-    """In the child: run a gate ``spec['repeat']`` times; report seconds, metrics and peak RSS."""
-    from nxgates import registry
-    from nxgates.runner import run_gate
+    """In the child: run a gate ``spec['repeat']`` times, planned as ``nxgates run`` plans it; report seconds,
+    metrics and peak RSS."""
+    from nxgates.plan import RunRequest, plan_run
 
-    reg = registry.load(None)
-    entry = reg.resolve(spec["gate"])
-    params = registry.effective_params([entry], spec.get("preset"), spec.get("sets", []))[entry.name]
+    request = RunRequest((spec["gate"],), tuple(spec.get("sets", [])), spec.get("preset"), timeout=None,
+                         **spec.get("options", {}))  # run options (target, inputs): planned as `run` plans them
+    plan = plan_run(request)
     runs = []
     for _ in range(spec.get("repeat", 1)):
         t0 = time.perf_counter()
-        report = run_gate(entry, params)
+        report = plan.run(plan.gates[0])
         runs.append({"seconds": time.perf_counter() - t0, "passed": report.passed,
                      "metrics": {k: v for k, v in report.output.metrics.items() if not isinstance(v, dict)}})
     self_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
