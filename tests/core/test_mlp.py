@@ -1,6 +1,8 @@
 """The MLP builder: its declared parameters, the seed's formulas for weights and data, and one example's
 forward and backward on the tape (against a float64 reference, replayed or hooked)."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -260,3 +262,56 @@ def test_a_gradient_that_nothing_reaches_is_zero():
     assert loss == F32(1)
     assert np.array_equal(out[: dims.n_w1], np.zeros(dims.n_w1, F32))
     assert np.array_equal(out[dims.n_w1 :], np.zeros(dims.n_params - dims.n_w1, F32))  # relu(h) = 0
+
+
+def test_same_bits_on_another_thread_and_another_arena():
+    dims = Dims(8, 16, 4)
+    w, x, t = init_data(dims, 3)
+    here = np.empty(dims.n_params, F32)
+    example_grads(Tape(dims.arena), dims, w, x[2], t[2], here)
+    there = np.empty(dims.n_params, F32)
+    big = Tape(dims.arena * 3)
+    big.leaf(np.ones(7, F32))  # a different offset into a different arena
+    th = threading.Thread(target=example_grads, args=(Tape(dims.arena), dims, w, x[2], t[2], there))
+    th.start()
+    th.join()
+    assert np.array_equal(here.view(np.uint32), there.view(np.uint32))
+
+
+class OrderRecording(ExampleHooks):
+    """Records the order of the hook calls; moves the hidden layer when asked to."""
+
+    def __init__(self, shift: float = 0.0):
+        self.calls: list[str] = []
+        self.shift = F32(shift)
+
+    def after_hidden(self, tape, hidden):
+        assert hidden.shape == (16,) and not self.calls
+        self.calls.append("after_hidden")
+        tape.val(hidden)[...] += self.shift
+
+    def before_backward(self):
+        self.calls.append("before_backward")
+
+
+def test_example_hooks_are_called_in_order_and_no_op_hooks_change_no_bit():
+    dims = Dims(8, 16, 4)
+    w, x, t = init_data(dims, 2)
+    plain, hooked = np.empty(dims.n_params, F32), np.empty(dims.n_params, F32)
+    loss = example_grads(Tape(dims.arena), dims, w, x[1], t[1], plain)
+    hooks = OrderRecording()
+    assert example_grads(Tape(dims.arena), dims, w, x[1], t[1], hooked, hooks=hooks) == loss
+    assert hooks.calls == ["after_hidden", "before_backward"]
+    assert plain.tobytes() == hooked.tobytes()
+    base = ExampleHooks()  # the defaults do nothing
+    assert example_grads(Tape(dims.arena), dims, w, x[1], t[1], hooked, hooks=base) == loss
+    assert plain.tobytes() == hooked.tobytes()
+
+
+def test_a_hook_that_moves_the_hidden_layer_moves_what_relu_sees():
+    dims = Dims(8, 16, 4)
+    w, x, t = init_data(dims, 2)
+    plain, moved = np.empty(dims.n_params, F32), np.empty(dims.n_params, F32)
+    example_grads(Tape(dims.arena), dims, w, x[1], t[1], plain)
+    example_grads(Tape(dims.arena), dims, w, x[1], t[1], moved, hooks=OrderRecording(shift=0.25))
+    assert plain.tobytes() != moved.tobytes()

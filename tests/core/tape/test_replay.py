@@ -1,6 +1,6 @@
-"""The tape's recorded pass: replayed on the next example's arrays it gives the bits of the pass built op by
-op, with any reduction and any relu derivative; hooked examples run unrecorded; and a program refuses to
-replay what it could not replay exactly."""
+"""The tape's recorded pass: recording beside a tape's own records, replay once per key; replayed on the
+next example's arrays it gives the bits of the pass built op by op, with any reduction and any relu
+derivative; hooked examples run unrecorded; and a program refuses to replay what it could not replay exactly."""
 
 import pickle
 
@@ -13,7 +13,85 @@ from nxgates.core.tape import F32, Tape
 from nxgates.gates._tape_faults import ReluGradEverywhereTape
 
 
-def sequential_sum(buf: np.ndarray, axis: int) -> np.ndarray:
+def f32(*values):
+    return np.array(values, F32)
+
+
+def squares(tape, x, out):
+    """A pass: out = x * x, through the tape."""
+    n = tape.leaf(x)
+    sq = tape.mul(n, n)
+    tape._do([(np.copyto, (out, tape.val(sq)))])
+    return tape.val(sq)
+
+
+def test_recording_leaves_the_tapes_own_records_and_programs_alone():
+    tape = Tape(5)
+    kept = tape.leaf(f32(7))
+    tape.programs["other"] = "kept"
+    x, out = f32(1, 2), np.empty(2, F32)
+    program = tape.record(squares, x, out)
+    assert tape.nodes == [kept] and tape.top == 1 and tape.programs == {"other": "kept"}
+    assert tape._steps is None
+    assert out.tolist() == [1, 4]
+    x2, out2 = f32(3, 4), np.empty(2, F32)
+    assert program.run(x2, out2).tolist() == [9, 16] and out2.tolist() == [9, 16]
+
+
+def test_a_recorded_pass_starts_at_offset_0_of_the_same_arenas():
+    tape = Tape(4)  # x and x*x: exactly the arena
+    tape.leaf(f32(7, 7, 7))
+    x, out = f32(1, 2), np.empty(2, F32)
+    tape.record(squares, x, out)
+    assert tape.vals.tolist() == [1, 2, 1, 4] and tape.top == 3
+
+
+def test_a_recording_copy_is_of_the_tapes_own_class():
+    class Marked(Tape):
+        pass
+
+    seen = []
+    Marked(4).record(lambda tape, x: seen.append(type(tape)) or tape._do([(np.negative, (x, x))]), f32(1))
+    assert seen == [Marked]
+
+
+def test_replay_records_once_per_key_and_then_replays():
+    tape = Tape(4)
+    built = []
+
+    def build(tape, x, out):
+        built.append(1)
+        return squares(tape, x, out)
+
+    out = np.empty(2, F32)
+    first = tape.replay("sq", build, f32(1, 2), out)
+    assert first.tolist() == [1, 4] and out.tolist() == [1, 4]
+    again = tape.replay("sq", build, f32(3, 5), out)
+    assert again.tolist() == [9, 25] and out.tolist() == [9, 25] and len(built) == 1
+    tape.replay("other", build, f32(1, 1), out)
+    assert len(built) == 2 and set(tape.programs) == {"sq", "other"}
+    assert tape.nodes == [] and tape.top == 0
+
+
+def test_a_recording_keeps_every_zero_fill_of_an_unreached_gradient():
+    tape = Tape(8)
+
+    def build(tape, x, g):
+        a = tape.leaf(x)
+        unused = tape.leaf(x)
+        tape.backward(tape.sum(a))
+        tape._do([(np.copyto, (g, tape.grad(unused)))])
+        return g
+
+    g = np.full(2, 9, F32)
+    program = tape.record(build, f32(1, 2), g)
+    assert g.tolist() == [0, 0]
+    tape.grads[...] = 9
+    program.run(f32(3, 4), g)
+    assert g.tolist() == [0, 0]
+
+
+def left_to_right_sum(buf: np.ndarray, axis: int) -> np.ndarray:
     """Another reduction order (left to right), to show a replay sums as the recorded tape did."""
     v = np.moveaxis(buf, axis, 0)
     for k in range(1, v.shape[0]):
@@ -61,7 +139,7 @@ def test_a_replayed_pass_has_the_bits_of_the_pass_built_op_by_op(dims, transpose
     w1_t = np.ascontiguousarray(w[: dims.n_w1].reshape(dims.H, dims.D).T) if transposed else None
 
     def make() -> Tape:
-        return Tape(dims.arena, reduce=sequential_sum) if kind == "sequential" else kind(dims.arena)
+        return Tape(dims.arena, reduce=left_to_right_sum) if kind == "sequential" else kind(dims.arena)
 
     want_rows, want_losses = unrecorded(make(), dims, w, x, t, w1_t)
     rows, losses = replayed(make(), dims, w, x, t, w1_t)
@@ -74,7 +152,7 @@ def test_each_reduction_and_relu_derivative_is_replayed_as_recorded():
     dims = Dims(64, 32, 5)
     w, x, t = init_data(dims, 4)
     rows = [replayed(tape, dims, w, x, t)[0].tobytes() for tape in
-            (Tape(dims.arena), ReluGradEverywhereTape(dims.arena), Tape(dims.arena, reduce=sequential_sum))]
+            (Tape(dims.arena), ReluGradEverywhereTape(dims.arena), Tape(dims.arena, reduce=left_to_right_sum))]
     assert len(set(rows)) == 3
 
 
