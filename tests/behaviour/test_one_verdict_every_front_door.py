@@ -19,7 +19,7 @@ from nxgates.errors import NxError
 from nxgates.plan import RunRequest, plan_run
 from nxgates.runner import exit_code
 from nxgates.selftest import selftest
-from tests.reliability.conftest import GREEN_BODY, plugin_source
+from tests.behaviour.from_outside import GREEN_BODY, plugin_source
 
 pytest_plugins = ["pytester"]
 

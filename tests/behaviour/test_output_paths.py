@@ -1,4 +1,4 @@
-"""Point 1: nxgates never destroys a file. A report or gradient path is written only if it is a new path or
+"""nxgates never destroys a file. A report or gradient path is written only if it is a new path or
 an existing regular file reached without a symlink at its last component; anything else is exit 2 with
 one line. ``-`` is stdout for ``--json``/``--junit``; ``--save-grads -`` is refused. Inputs and outputs of
 one command are told apart by (device, inode), hardlinks included. New files respect the umask."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.behaviour.from_outside import SCRIPT, assert_one_line_error, nx
 from tests.oracles.seed_logs import lora_log
-from tests.reliability.conftest import SCRIPT, assert_one_line_error, nx
 
 PG = ("run", "parallel-grad", "-q")
 

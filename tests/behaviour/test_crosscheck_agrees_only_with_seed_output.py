@@ -1,4 +1,4 @@
-"""Point 4: crosscheck agrees only with what a seed run can print. A figure is accepted only in the exact
+"""Crosscheck agrees only with what a seed run can print. A figure is accepted only in the exact
 form the seed's printer writes (no leading zero, no sign on zero, no ``+``, no stray Unicode whitespace, a
 verdict line whose tail is its own verdict's), ``--source`` constants only as plain literals outside
 comments, and a pool that cannot show parallelism is refused as ``run`` refuses it. The logs are the
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.behaviour.from_outside import PYTHON, Done, assert_one_line_error, kill_group, needs_dask, nx
 from tests.oracles.seed_logs import LORA_GREEN, LORA_RED, lora_log, parallel_grad_log
-from tests.reliability.conftest import PYTHON, Done, assert_one_line_error, kill_group, needs_dask, nx
 
 DATA = Path(__file__).parent.parent / "data"
 LORA = lora_log()

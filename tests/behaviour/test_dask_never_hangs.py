@@ -1,4 +1,4 @@
-"""Points 6 and 8: Dask never hangs, never runs away, never sprays tracebacks. An address that accepts TCP
+"""Dask never hangs, never runs away, never sprays tracebacks. An address that accepts TCP
 but is not a Dask scheduler is exit 2 with one line within the connect limit (by option or by
 ``NXGATES_DASK_SCHEDULER``); a worker count past the cap is exit 2 before any worker starts; a stopped Dask
 run ends with its one line, no ``distributed`` traceback, and no scratch directory left behind."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import SCRIPT, Done, assert_one_line_error, kill_group, needs_dask
+from tests.behaviour.from_outside import SCRIPT, Done, assert_one_line_error, kill_group, needs_dask
 
 pytestmark = needs_dask
 

@@ -1,4 +1,4 @@
-"""Points 2 and 3: a gate never ends the runner, and it keeps its contract. ``SystemExit`` from a plugin's
+"""A gate never ends the runner, and it keeps its contract. ``SystemExit`` from a plugin's
 ``run()`` or import is that gate's error (never exit 0, never a silent stop); every declared check is
 reported exactly once with a real boolean, else the gate fails with a line naming the check."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.reliability.conftest import GREEN_BODY, assert_one_line_error, plugin_source
+from tests.behaviour.from_outside import GREEN_BODY, assert_one_line_error, plugin_source
 
 EXIT_IN_RUN = 'import sys\nsys.exit({arg})\n'
 

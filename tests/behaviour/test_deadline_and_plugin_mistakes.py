@@ -1,4 +1,4 @@
-"""Points 7 and 10: the deadline holds for any gate, and a plugin's mistakes are named as its own.
+"""The deadline holds for any gate, and a plugin's mistakes are named as its own.
 ``--timeout`` stops a gate that never calls ``ctx.check_time()`` (asleep or busy); a plugin's ``print()``
 does not corrupt ``--json -``; returning the wrong type, numpy scalars or NaN in metrics, or a digest that
 raises, are that gate's errors (exit 1, the gate named, the report written as strict JSON), not exit 3."""
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.reliability.conftest import GREEN_BODY, plugin_source
+from tests.behaviour.from_outside import GREEN_BODY, plugin_source
 
 
 def strict_json(text: str):

@@ -1,4 +1,4 @@
-"""Point 11: a ``--compare-grads`` file whose header or length is not that of a (B, NP) float32 array is
+"""A ``--compare-grads`` file whose header or length is not that of a (B, NP) float32 array is
 exit 2 with one line, and nothing else on stderr (no OverflowError as exit 3, no numpy warning); bytes
 after the data make the file not the array it claims to be."""
 
@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from tests.reliability.conftest import assert_one_line_error, nx
+from tests.behaviour.from_outside import assert_one_line_error, nx
 
 B, NP = 8, 192  # parallel-grad at the seed's sizes
 

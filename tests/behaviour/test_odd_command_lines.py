@@ -1,4 +1,4 @@
-"""Point 12: small defects of the command line. A terminal with ``COLUMNS=0`` still gets the report; an
+"""The command line at its odd corners. A terminal with ``COLUMNS=0`` still gets the report; an
 error names what is really wrong (``crosscheck all``, ``lora-train --executor``, an empty ``--scheduler``);
 a CRLF ``.nx`` source reads as CRLF logs do; a huge path is cut in an error line."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.behaviour.from_outside import SCRIPT, assert_one_line_error, nx
 from tests.oracles.seed_logs import lora_log
-from tests.reliability.conftest import SCRIPT, assert_one_line_error, nx
 
 DATA = Path(__file__).parent.parent / "data"
 

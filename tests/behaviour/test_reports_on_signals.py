@@ -1,4 +1,4 @@
-"""Point 9: a stopped run's reports tell the truth. ``selftest --json``, crosscheck's ``--json`` and
+"""A stopped run's reports tell the truth. ``selftest --json``, crosscheck's ``--json`` and
 ``--junit`` are written on SIGINT and SIGTERM (marked interrupted), with one line on stderr and nothing
 else (no semaphore-leak warning); ``run``'s JUnit shows that the run was interrupted."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.behaviour.from_outside import GREEN_BODY, Done, finish, plugin_source, start
 from tests.oracles.seed_logs import parallel_grad_log
-from tests.reliability.conftest import GREEN_BODY, Done, finish, plugin_source, start
 
 STOP = {signal.SIGINT: (130, "nxgates: interrupted"), signal.SIGTERM: (143, "nxgates: terminated (SIGTERM)")}
 
