@@ -22,6 +22,7 @@ COMMANDS = {
     "crosscheck": "nxgates.cli.crosscheck:crosscheck_cmd",
     "diff": "nxgates.cli.diff:diff_cmd",
     "export": "nxgates.cli.export:export_cmd",
+    "completion": "nxgates.cli.completion:completion_cmd",
 }
 
 
@@ -30,10 +31,8 @@ COMMANDS = {
 def cli() -> None:
     """Run the NX gates: small programs that prove one property of numerical training code.
 
-    \b
-    Exit codes: 0 every check passed, 1 a check failed or a gate timed out,
-    2 usage or configuration error, 3 internal error (a bug), 130 interrupted
-    (Ctrl-C), 143 terminated (SIGTERM).
+    Exit codes: 0 every check passed, 1 a check failed or a gate timed out, 2 usage or configuration error,
+    3 internal error (a bug), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 
     \b
     Examples:
@@ -45,6 +44,7 @@ def cli() -> None:
       nxgates run all --baseline baseline.json
       nxgates diff before.json after.json
       nxgates crosscheck lora seed-run.log --source nx_intfp_lora_gradcheck_gate.nx
+      nxgates completion bash > ~/.nxgates-complete.bash
     """
 
 

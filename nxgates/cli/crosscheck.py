@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import config_option, debug_option, timeout_option
+from nxgates.cli.options import NxCommand, completes, config_option, debug_option, timeout_option
 from nxgates.errors import EXIT_FAIL, ConfigError
 
 
-@click.command("crosscheck")
-@click.argument("gate")
-@click.argument("log", metavar="LOG")
-@click.option("--source", default=None, metavar="FILE.nx",
+@click.command("crosscheck", cls=NxCommand,
+               example="nxgates crosscheck lora seed-run.log --source nx_intfp_lora_gradcheck_gate.nx")
+@click.argument("gate", shell_complete=completes("gate"))
+@click.argument("log", metavar="LOG", shell_complete=completes("path"))
+@click.option("--source", default=None, metavar="FILE.nx", shell_complete=completes("path"),
               help="Read the sizes and constants from the seed program that printed LOG.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a parameter (as for run).")
-@click.option("--preset", default=None, metavar="NAME", help="Parameter preset (as for run).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", shell_complete=completes("set"),
+              help="Override a parameter (as for run).")
+@click.option("--preset", default=None, metavar="NAME", shell_complete=completes("preset"),
+              help="Parameter preset (as for run).")
 @config_option
-@click.option("--json", "json_path", default=None, metavar="PATH", help="Write the JSON report here ('-' = stdout).")
-@click.option("--junit", "junit_path", default=None, metavar="PATH", help="Write JUnit XML here ('-' = stdout).")
+@click.option("--json", "json_path", default=None, metavar="PATH", shell_complete=completes("path"),
+              help="Write the JSON report here ('-' = stdout).")
+@click.option("--junit", "junit_path", default=None, metavar="PATH", shell_complete=completes("path"),
+              help="Write JUnit XML here ('-' = stdout).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only FAIL lines and the verdict.")
 @timeout_option("Time limit for the recomputation. inf = no limit.")
 @debug_option
-@click.option("--inputs", default=None, metavar="PATH",
+@click.option("--inputs", default=None, metavar="PATH", shell_complete=completes("path"),
               help="The tensors the logged run computed from (as for run --inputs).")
 def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...], preset: str | None,
                    config: str | None, json_path: str | None, junit_path: str | None, quiet: bool,

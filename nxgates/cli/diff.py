@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import click
 
+from nxgates.cli.options import NxCommand, completes
 from nxgates.errors import EXIT_FAIL, EXIT_PASS
 
 
-@click.command("diff")
-@click.argument("report_a", metavar="A.json")
-@click.argument("report_b", metavar="B.json")
+@click.command("diff", cls=NxCommand, example="nxgates diff main.json branch.json")
+@click.argument("report_a", metavar="A.json", shell_complete=completes("path"))
+@click.argument("report_b", metavar="B.json", shell_complete=completes("path"))
 def diff_cmd(report_a: str, report_b: str) -> int:
     """Compare two JSON reports of `nxgates run` figure by figure.
 
-    \b
     One line per figure that moved (`lora[T=3 DM=6 R=2] loss_q: OLD -> NEW`), one per environment field
     that differs (listed, but not by itself a difference). Exit 0 same, 1 different, 2 unreadable or not
     comparable.

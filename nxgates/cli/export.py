@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import OnceOption, config_option, load_registry
+from nxgates.cli.options import NxCommand, OnceOption, completes, config_option, load_registry
 from nxgates.errors import ConfigError
 
 
-@click.command("export")
-@click.argument("gate")
-@click.option("--preset", cls=OnceOption, default=None, metavar="NAME", help="Parameter preset (as for run).")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a parameter (as for run).")
+@click.command("export", cls=NxCommand, example="nxgates export lora --preset medium --out lora-in.npz")
+@click.argument("gate", shell_complete=completes("gate"))
+@click.option("--preset", cls=OnceOption, default=None, metavar="NAME",
+              shell_complete=completes("preset"), help="Parameter preset (as for run).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", shell_complete=completes("set"),
+              help="Override a parameter (as for run).")
 @config_option
-@click.option("--out", "out", cls=OnceOption, default=None, metavar="FILE.npz",
+@click.option("--out", "out", cls=OnceOption, default=None, metavar="FILE.npz", shell_complete=completes("path"),
               help="Where to write the arrays (an .npz; no pickle inside).")
 def export_cmd(gate: str, preset: str | None, sets: tuple[str, ...], config: str | None, out: str | None) -> None:
     """Write GATE's input tensors to an .npz, for another implementation to read.

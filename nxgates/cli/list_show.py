@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import config_option, load_registry
+from nxgates.cli.options import NxCommand, completes, config_option, load_registry
 from nxgates.errors import ConfigError
 
 
-@click.command("list")
+@click.command("list", cls=NxCommand, example="nxgates list --config my-gates.toml")
 @config_option
 def list_cmd(config: str | None) -> None:
     """List the gates: name, aliases and what each proves."""
@@ -22,8 +22,8 @@ def list_cmd(config: str | None) -> None:
         click.echo(line)
 
 
-@click.command("show")
-@click.argument("gate")
+@click.command("show", cls=NxCommand, example="nxgates show parallel-grad")
+@click.argument("gate", shell_complete=completes("gate"))
 @config_option
 def show_cmd(gate: str, config: str | None) -> None:
     """Show a gate's parameters, presets, checks and injectable faults."""

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import OnceOption, config_option, debug_option, timeout_option
+from nxgates.cli.options import NxCommand, OnceOption, completes, config_option, debug_option, timeout_option
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL
 
 
-@click.command("selftest")
-@click.argument("gates", nargs=-1)
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+@click.command("selftest", cls=NxCommand, example="nxgates selftest lora parallel-grad --json kills.json")
+@click.argument("gates", nargs=-1, shell_complete=completes("gates"))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", shell_complete=completes("set"),
               help="Override a parameter, as for run (repeatable; GATE.KEY=VALUE targets one gate).")
-@click.option("--preset", cls=OnceOption, default=None, metavar="NAME", help="Parameter preset, as for run.")
-@click.option("--inputs", cls=OnceOption, default=None, metavar="PATH",
+@click.option("--preset", cls=OnceOption, default=None, metavar="NAME",
+              shell_complete=completes("preset"), help="Parameter preset, as for run.")
+@click.option("--inputs", cls=OnceOption, default=None, metavar="PATH", shell_complete=completes("path"),
               help="Prove the gate on these tensors, as for run.")
-@click.option("--target", cls=OnceOption, default=None, metavar="SPEC",
+@click.option("--target", cls=OnceOption, default=None, metavar="SPEC", shell_complete=completes("path"),
               help="invariance: prove the gate on this function, as for run.")
 @config_option
-@click.option("--json", "json_path", cls=OnceOption, default=None, metavar="PATH",
+@click.option("--json", "json_path", cls=OnceOption, default=None, metavar="PATH", shell_complete=completes("path"),
               help="Write the kill table and every run as JSON ('-' = stdout).")
 @timeout_option("Per-run time limit (inf = no limit).")
 @debug_option

@@ -10,7 +10,7 @@ def test_help_lists_every_command_with_its_summary(invoke):
     r = invoke("--help")
     assert r.exit_code == 0
     listed = [line.split()[0] for line in r.stdout.split("Commands:\n")[1].splitlines() if line.strip()]
-    assert listed == ["crosscheck", "diff", "export", "list", "run", "selftest", "show"]
+    assert listed == ["completion", "crosscheck", "diff", "export", "list", "run", "selftest", "show"]
     assert "  list        List the gates: name, aliases and what each proves." in r.stdout
 
 
