@@ -45,15 +45,6 @@ def test_a_written_cache_gives_back_the_parse_in_file_order(cache):
     assert tables(registry.parse(TEXT, SOURCE, cache)) == PARSED
 
 
-def test_the_registry_writes_the_cache_only_where_python_would_write_bytecode(cache, monkeypatch):
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # python -B, PYTHONDONTWRITEBYTECODE
-    assert tables(registry.parse(TEXT, SOURCE, cache)) == PARSED
-    assert not cache.exists()
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    assert tables(registry.parse(TEXT, SOURCE, cache)) == PARSED
-    assert tomlcache.read(cache, TEXT) == DATA
-
-
 def test_the_cache_of_another_text_is_never_used(cache, writes_bytecode):
     earlier = TEXT.replace("T = 3", "T = 4", 1)  # the cache of an earlier gates.toml, then edited
     assert earlier != TEXT and tomlcache.write(cache, earlier, tomllib.loads(earlier))
@@ -124,26 +115,3 @@ def test_a_toml_value_marshal_cannot_hold_is_simply_not_cached(cache):
     text = "when = 1979-05-27T07:32:00Z\n"
     assert not tomlcache.write(cache, text, tomllib.loads(text))
     assert not cache.parent.exists()
-
-
-def test_only_the_packaged_gates_toml_is_cached(tmp_path, monkeypatch, writes_bytecode):
-    """A ./gates.toml or --config file may sit in a directory others write to: it is always parsed."""
-    cache = tmp_path / "cache" / "gates.toml.test.marshal"
-    monkeypatch.setattr(tomlcache, "cache_path", lambda source: cache)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "gates.toml").write_text(TEXT, encoding="utf-8")
-    registry.load(None)  # ./gates.toml
-    registry.load(str(tmp_path / "gates.toml"))
-    assert not cache.exists()
-    (tmp_path / "gates.toml").unlink()
-    assert tables(registry.load(None)) == PARSED  # the packaged one
-    assert tomlcache.read(cache, TEXT) == DATA
-
-
-def test_cache_packaged_writes_even_under_dont_write_bytecode(tmp_path, monkeypatch):
-    """What `make compile` runs, where PYTHONDONTWRITEBYTECODE is set (as compileall writes bytecode)."""
-    cache = tmp_path / "__pycache__" / "gates.toml.test.marshal"
-    monkeypatch.setattr(tomlcache, "cache_path", lambda source: cache)
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    registry.cache_packaged()
-    assert tomlcache.read(cache, TEXT) == DATA

@@ -148,15 +148,6 @@ def test_the_a_priori_proof_fails_when_l_plus_delta_could_reach_2_63():
     assert lora_fast._proven_a(m, f, dhs, sum_abs_y) is False
 
 
-def test_a_gates_toml_written_before_workers_existed_still_loads():
-    from nxgates import registry
-
-    reg = registry.parse('[gates.lora]\nmodule = "lora"\ndescription = "old"\n'
-                         "params = { T = 3, DM = 6, R = 2, delta = 2097, tol_permil = 70, algorithm = 'fast' }\n",
-                         "old.toml")
-    assert reg.resolve("lora").defaults["workers"] == 0
-
-
 def test_the_seed_run_does_not_import_the_pool():
     """Start-up: a seed-size lora run pays for no pool machinery (concurrent.futures, multiprocessing)."""
     import subprocess

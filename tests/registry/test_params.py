@@ -1,4 +1,6 @@
-"""Every packaged gate offers the same preset ladder, so `nxgates run all --preset NAME` works for each."""
+"""The registry's parameters (nxgates/registry/params.py): every packaged gate offers the same preset ladder,
+and each preset's values come out typed, range-checked and memory-estimated, so `nxgates run all --preset NAME`
+works for each."""
 
 from importlib import resources
 
