@@ -151,10 +151,12 @@ def test_available_bytes_on_this_machine_is_a_positive_int():
     assert type(n) is int and n > 0
 
 
-def test_a_size_within_half_of_the_available_memory_is_accepted(monkeypatch):
+def test_a_size_within_half_of_the_available_memory_is_accepted_and_one_byte_more_refused(monkeypatch):
     monkeypatch.setattr(memory, "available_bytes", lambda: 2001)
-    require(1000, "the batch")
-    require(0, "nothing")
+    assert require(1000, "the batch") is None  # exactly the budget (half of 2001, rounded down): no refusal
+    assert require(0, "nothing") is None
+    with pytest.raises(ResourceError, match=r"^the batch needs about 1001 B but the memory budget is 1000 B "):
+        require(1001, "the batch")
 
 
 def test_a_size_beyond_the_budget_is_refused_with_both_sizes(monkeypatch):

@@ -58,12 +58,10 @@ def test_a_model_of_given_arrays_is_a_copy_in_the_models_order():
     assert arrays["W"][0, 0] != m.W[0, 0]
 
 
-def test_the_seeds_values_are_admitted():
-    LORA_INPUTS.admit(LORA_INPUTS.make(P), P)
-
-
-def test_values_past_the_overflow_guards_are_refused_as_the_guard_names_them():
-    arrays = {**LORA_INPUTS.make(P), "x": np.full((2, 4), 1 << 40, np.int64)}
+def test_the_seeds_values_are_admitted_and_values_past_the_overflow_guards_refused_as_the_guard_names_them():
+    seed = LORA_INPUTS.make(P)
+    assert LORA_INPUTS.admit(seed, P) is None  # admitted: no refusal
+    arrays = {**seed, "x": np.full((2, 4), 1 << 40, np.int64)}
     with pytest.raises(ConfigError) as exc:
         LORA_INPUTS.admit(arrays, P)
     assert str(exc.value) == ("arrays x, W, A, B: int64 overflow guard tripped in L = sum y^2 (|value| could reach "
