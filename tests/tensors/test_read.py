@@ -372,10 +372,12 @@ def test_arrays_that_disagree_on_a_size_name_both():
 
 
 def test_finite_inputs_pass_and_q20_arrays_are_not_looked_at():
-    arrays = good_arrays()
-    read.check_finite("w", SPEC, arrays)
+    assert read.check_finite("w", SPEC, good_arrays()) is None  # no refusal
+    not_finite = {"f": np.array([np.nan, np.inf])}
     spec = InputSpec(arrays=(InputArray("f", "q20", ("N",)),), make=lambda params: {})
-    read.check_finite("w", spec, {"f": np.array([np.nan, np.inf])})
+    assert read.check_finite("w", spec, not_finite) is None  # a q20 array is not looked at
+    as_float = InputSpec(arrays=(InputArray("f", "float32", ("N",)),), make=lambda params: {})
+    assert refusal(read.check_finite, "w", as_float, not_finite).startswith("w: array f: 2 value(s)")  # a float one is
 
 
 def test_nan_or_inf_is_refused_naming_the_first_cell_and_the_count():
