@@ -26,7 +26,8 @@ def run(pytester, monkeypatch):
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
 
     def _run(*args):
-        return pytester.runpytest("-p", "nxgates", "-p", "no:cacheprovider", *args)
+        # its own rootdir: a configuration file in a folder above (/tmp) must not rename the items
+        return pytester.runpytest("-p", "nxgates", "-p", "no:cacheprovider", f"--rootdir={pytester.path}", *args)
 
     return _run
 
