@@ -132,8 +132,20 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         if report.traceback and debug:
             click.echo(report.traceback, err=True)
 
+    starting = iter(plan.gates)
+
+    def progress(name: str | None = None) -> RichProgress | None:
+        """The plan asks once per gate, in order, just before running it: on a terminal the gate's header
+        shows now, and its bar is titled with its name."""
+        planned = next(starting, None)
+        name = name or (planned.name if planned is not None else "")
+        if renderer.console is None:
+            return None
+        renderer.begin(name, plan.fault)
+        return RichProgress(human, gate=name)
+
     with stdout_to_stderr(on_stdout):  # a gate's print() must not corrupt a report on stdout
-        outcome = plan.execute(show, lambda: RichProgress(human) if renderer.console is not None else None)
+        outcome = plan.execute(show, progress)
     if outcome.interrupted is not None:
         click.echo(f"nxgates: {stop_reason(outcome.interrupted)[0]}; writing the reports of finished gates",
                    err=True)

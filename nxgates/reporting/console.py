@@ -48,6 +48,7 @@ class Renderer:
         self.quiet = quiet
         self.verbose = verbose
         self.console = None
+        self._begun: str | None = None  #: the gate whose header is already shown (on a terminal, as it starts)
         if use_rich(self.stream):
             from rich.console import Console
 
@@ -64,10 +65,21 @@ class Renderer:
             self.stream.write("".join(line + "\n" for line in lines))
             self.stream.flush()
 
+    def _header(self, name: str, fault: str | None) -> None:
+        label = f" [fault injected: {fault}]" if fault else ""
+        self._emit(f"# gate {name}{label}", "bold")
+
+    def begin(self, name: str, fault: str | None = None) -> None:
+        """A gate starts: on a terminal its header is shown now, above its progress bar, so the wait is
+        labelled; plain output keeps each gate's lines together, written when it ends."""
+        if self.console is not None and not self.quiet:
+            self._header(name, fault)
+            self._begun = name
+
     def gate(self, report: GateReport) -> None:
-        label = f" [fault injected: {report.fault}]" if report.fault else ""
-        if not self.quiet:
-            self._emit(f"# gate {report.name}{label}", "bold")
+        begun, self._begun = self._begun, None
+        if not self.quiet and begun != report.name:
+            self._header(report.name, report.fault)
         for item in report.output.items:
             if isinstance(item, Check):
                 self.check(item)
@@ -102,11 +114,15 @@ class Renderer:
 
 
 class RichProgress(Progress):
-    """A rich progress bar for work that takes longer than about a second; silent when not a terminal."""
+    """A rich progress bar for work that takes longer than about a second, titled with its gate and the
+    step the gate names (``lora · gradcheck cells``); the CLI makes one only on a terminal."""
 
-    def __init__(self, stream: TextIO, delay: float = 1.0):
+    DELAY = 1.0  #: seconds of a step before its bar appears: a quick step never flickers one
+
+    def __init__(self, stream: TextIO, delay: float | None = None, gate: str = ""):
         self.stream = stream
-        self.delay = delay
+        self.delay = self.DELAY if delay is None else delay
+        self.gate = gate
         self._bar = None
         self._task = None
         self._label = ""
@@ -129,9 +145,13 @@ class RichProgress(Progress):
             self._bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console, transient=True)
             self._bar.start()
-            self._task = self._bar.add_task(shown(self._label), total=self._total)
+            self._task = self._bar.add_task(shown(self.title()), total=self._total)
         if self._bar is not None:
             self._bar.update(self._task, completed=self._done)
+
+    def title(self) -> str:
+        """The bar's title: the gate, then the step it is in."""
+        return f"{self.gate} · {self._label}" if self.gate else self._label
 
     def stop(self) -> None:
         if self._bar is not None:

@@ -63,15 +63,17 @@ def failures(doc: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
                 yield gate["name"], check["name"], check["detail"]
 
 
-def annotations(doc: dict[str, Any]) -> list[str]:
-    """``::error title=GATE: CHECK::detail`` per failed check, at most :data:`MAX_ERRORS`, then a notice."""
+def annotations(doc: dict[str, Any], summary: str | None = "the job summary") -> list[str]:
+    """``::error title=GATE: CHECK::detail`` per failed check, at most :data:`MAX_ERRORS`, then a notice that
+    points to ``summary``, where every failed check is listed (None: no summary was written, so no pointer)."""
     failed = list(failures(doc))
     lines = [f"::error title={escape_property(f'{gate}: {check}')}::{escape_data(detail or 'FAIL')}"
              for gate, check, detail in failed[:MAX_ERRORS]]
     more = len(failed) - MAX_ERRORS
     if more > 0:
+        where = f"; see {escape_data(summary)}" if summary else ""
         lines.append(f"::notice::{more} more failed check{'s' * (more > 1)} not annotated (GitHub shows "
-                     f"{MAX_ERRORS} errors per step); see the job summary")
+                     f"{MAX_ERRORS} errors per step){where}")
     return lines
 
 
@@ -164,10 +166,18 @@ def check_writable(out: GitHubOutput | None) -> None:
         files.check_writable(out.summary_path, "--summary" if not out.append else "$GITHUB_STEP_SUMMARY")
 
 
+def summary_place(out: GitHubOutput) -> str | None:
+    """Where the summary goes, in words: the job summary on GitHub Actions, the ``--summary`` file elsewhere,
+    None when none is written (``--annotations github`` off GitHub)."""
+    if out.summary_path is None:
+        return None
+    return "the job summary" if out.append else f"the summary in {out.summary_path}"
+
+
 def publish(out: GitHubOutput, doc: dict[str, Any], echo: Any) -> None:
     """Print the annotations with ``echo`` (the human stream) and write or append the summary."""
     if out.annotate:
-        for line in annotations(doc):
+        for line in annotations(doc, summary_place(out)):
             echo(line)
     if out.summary_path is None:
         return

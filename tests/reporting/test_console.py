@@ -4,6 +4,7 @@ import io
 
 from nxgates.gatekit import GateOutput
 from nxgates.reporting.console import RichProgress
+from tests.reporting.test_progress import run_cli
 
 
 def test_progress_bar_on_a_terminal_only():
@@ -19,10 +20,15 @@ def test_progress_bar_on_a_terminal_only():
     assert "cells checked" in tty.getvalue()
 
 
-def test_no_progress_or_colour_when_piped(invoke):
-    r = invoke("run", "parallel-grad", "--preset", "medium")
-    assert r.exit_code == 0
-    assert "\x1b[" not in r.stdout and "\r" not in r.stdout and "━" not in r.stdout
+def test_no_progress_or_colour_when_piped(tmp_path):
+    """A real pipe, the bar's delay at 0: were the pipe taken for a terminal, a bar and colour would show, as
+    the same run shows both on a pseudo-terminal (CliRunner's output is never a terminal: it cannot tell)."""
+    code, piped = run_cli("run", "parallel-grad", "--preset", "medium", terminal=False, cwd=str(tmp_path))
+    assert code == 0
+    assert "\x1b[" not in piped and "\r" not in piped and "━" not in piped
+    code, tty = run_cli("run", "parallel-grad", "--preset", "medium", terminal=True, cwd=str(tmp_path))
+    assert code == 0
+    assert "\x1b[" in tty and "━" in tty
 
 
 def test_no_colour_with_no_color_even_on_a_terminal(monkeypatch):
