@@ -8,6 +8,8 @@ import pytest
 from nxgates import __version__
 from tests.helpers import assert_usage_error, run_in_process, run_script
 
+T4 = "T4 grads as in the saved file (bit for bit, or within --ulp)"
+
 
 def test_run_lora_passes_with_seed_lines(invoke):
     r = invoke("run", "lora")
@@ -141,7 +143,7 @@ def test_parallel_grad_seed_lines_and_save_compare(invoke, tmp_path):
         assert any(out.startswith(line) for out in r.stdout.splitlines()), line
     assert any(out.startswith("---- parallel-grad: passed 3 / 3") for out in r.stdout.splitlines())
     r = invoke("run", "parallel-grad", "--compare-grads", str(path), "--executor", "process")
-    assert r.exit_code == 0 and " PASS T4 grads as in the saved file (bit for bit, or within --ulp) -- matches " in r.stdout and ", BIT-IDENTICAL" in r.stdout
+    assert r.exit_code == 0 and f" PASS {T4} -- matches " in r.stdout and ", BIT-IDENTICAL" in r.stdout
     r = invoke("run", "parallel-grad", "--compare-grads", str(path), "--set", "B=4")
     assert r.exit_code == 2 and "does not match (B, NP) = (4, 192)" in r.stderr
     r = invoke("run", "parallel-grad", "--compare-grads", str(tmp_path / "missing.npy"))
@@ -171,12 +173,12 @@ def test_compare_grads_big_endian_file_and_devices(tmp_path):
     grads = np.load(tmp_path / "g.npy")
     np.save(tmp_path / "be.npy", grads.astype(">f4"))
     r = run_script("run", "parallel-grad", "--compare-grads", "be.npy", cwd=tmp_path)
-    assert r.returncode == 0 and " PASS T4 grads as in the saved file (bit for bit, or within --ulp) -- matches " in r.stdout and ", BIT-IDENTICAL" in r.stdout
+    assert r.returncode == 0 and f" PASS {T4} -- matches " in r.stdout and ", BIT-IDENTICAL" in r.stdout
     flipped = grads.copy()
     flipped.view(np.uint32)[3, 5] ^= 1  # one bit of one cell
     np.save(tmp_path / "be-flipped.npy", flipped.astype(">f4"))
     r = run_script("run", "parallel-grad", "--compare-grads", "be-flipped.npy", cwd=tmp_path)
-    assert r.returncode == 1 and " FAIL T4 grads as in the saved file (bit for bit, or within --ulp) -- 1 cells differ" in r.stdout
+    assert r.returncode == 1 and f" FAIL {T4} -- 1 cells differ" in r.stdout
     assert_usage_error(run_script("run", "parallel-grad", "--compare-grads", "/dev/zero", cwd=tmp_path),
                        "--compare-grads /dev/zero: not a regular file")
     np.save(tmp_path / "f8.npy", grads.astype("f8"))

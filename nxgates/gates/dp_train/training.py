@@ -99,20 +99,20 @@ class TrainTask(NamedTuple):
     """What one pool task is told."""
 
     handle: Hashable  #: the shared :class:`TrainingJob`
-    b: int  #: the example
-    half: int  #: the chunk buffer its row goes into
+    example: int  #: the example
+    chunk_buffer: int  #: the chunk buffer its row goes into
     slot: int  #: its row there
     step_weights: Hashable | None = None  #: on a remote worker: this step's weights, shared separately
 
 
 def run_task(ctx: TrainTask, worker: int) -> tuple[np.ndarray, np.float32] | None:
-    """Pool task: example ``b`` into row ``slot`` of chunk buffer ``half`` (module level so it pickles). On
+    """Pool task: ``example`` into row ``slot`` of ``chunk_buffer`` (module level so it pickles). On
     a remote worker the context also names this step's weights, and the row and loss go back to the gate."""
     job = resolve(ctx.handle)
     if ctx.step_weights is not None:
         job.w, job.w1_t, job.w_prev, job.w1_t_prev = resolve(ctx.step_weights)
-    job.example(ctx.b, job.grads[ctx.half, ctx.slot], worker)
-    return (job.grads[ctx.half, ctx.slot], job.losses[ctx.b]) if job.remote else None
+    job.example(ctx.example, job.grads[ctx.chunk_buffer, ctx.slot], worker)
+    return (job.grads[ctx.chunk_buffer, ctx.slot], job.losses[ctx.example]) if job.remote else None
 
 
 def store_example(job: TrainingJob, b: int, row: np.ndarray, result: tuple[np.ndarray, np.float32]) -> None:

@@ -109,7 +109,7 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
     job = GradJob(dims, pool.array((NP,)), pool.array((dims.D, dims.H)), pool.array((chunk, dims.D)),
               pool.array((chunk, dims.O)), outputs, ctx.fault, rows_shared=shared_rows, n_workers=pool.n_workers,
               inputs_by_index=pool.remote, reduce=reduction_of(ctx.params), given=MlpInputs.of(ctx.options),
-              shared_slots=movable_slots(B, chunk, pool.n_workers) if pool.moves_tasks else [])
+              claimable_slots=movable_slots(B, chunk, pool.n_workers) if pool.moves_tasks else [])
     if not pool.remote:  # the workers count their rows' differences from the serial rows (see run_task); a
         # dask cluster's copy of the job has no serial rows: its rows are compared by the fold
         job.serial, job.counted = pool.array((2, chunk, NP)), pool.array((2, chunk), np.int64)

@@ -63,7 +63,7 @@ class GradJob:
     n_workers: int = 1  #: the pool's, for start-up to touch only the rows each worker will write
     #: the rows any worker may write (a pool that moves movable tasks between workers): start-up touches them
     #: in every worker
-    shared_slots: list[int] = field(default_factory=list)
+    claimable_slots: list[int] = field(default_factory=list)
     arenas: dict[int, Tape] = field(default_factory=dict)
     rerun_rows: dict[int, np.ndarray] = field(default_factory=dict)
     # the planted faults' state (:mod:`.faults`): shared-arena's one arena and barrier, and which workers met
@@ -125,7 +125,7 @@ def prepare_task(handle: int, worker: int) -> None:
     for g in job.outputs:
         if g is not None:
             g[worker :: job.n_workers, ::PAGE_FLOATS] = np.nan  # the rows dealt to this worker
-            g[job.shared_slots, ::PAGE_FLOATS] = np.nan  # and the rows whichever worker is free may write
+            g[job.claimable_slots, ::PAGE_FLOATS] = np.nan  # and the rows whichever worker is free may write
     if job.outputs[1] is None:
         job.rerun_row(worker)[::PAGE_FLOATS] = np.nan
 
@@ -134,26 +134,26 @@ class TaskContext(NamedTuple):
     """What one pool task is told: the job's handle, the output, and which example goes where."""
 
     handle: Any  #: the shared :class:`GradJob`
-    which: int  #: 0: the parallel pass, 1: its re-run
+    output: int  #: the output the row goes into: 0 the parallel pass, 1 its re-run
     slot: int  #: the example's row in the current chunk
-    b: int  #: the example
-    half: int  #: the serial buffer holding the chunk's serial rows
+    example: int  #: the example
+    serial_buffer: int  #: the serial buffer holding the chunk's serial rows
 
 
 def run_task(ctx: TaskContext, worker: int) -> np.ndarray | None:
-    """Pool task: example ``b``, at ``slot`` of the current chunk, into output ``which`` (module level so it
+    """Pool task: ``example``, at ``slot`` of the current chunk, into ``output`` (module level so it
     pickles).
 
-    Where the worker maps the serial rows (serial buffer ``half``), a re-run task also counts the cells where
+    Where the worker maps the serial rows (``serial_buffer``), a re-run task also counts the cells where
     the first pass's row differs from the serial row (T1) and its own row from the first pass's (T3, while
     its row is in the cache): the gate's helper thread then has only the digest to compute beside the serial
     pass. The first pass only computes, so its time is the pass the speedup is measured on.
     On a remote worker (a copy of the job, whose outputs are the worker's own) the row is returned instead:
     the gate's ``on_result`` stores it in the gate's array and the gate compares it.
     """
-    which, slot, b, half = ctx.which, ctx.slot, ctx.b, ctx.half
+    output, slot, b, serial_buffer = ctx.output, ctx.slot, ctx.example, ctx.serial_buffer
     job = resolve(ctx.handle)
-    row = job.rerun_row(worker) if job.outputs[which] is None else job.outputs[which][slot]
+    row = job.rerun_row(worker) if job.outputs[output] is None else job.outputs[output][slot]
     if job.inputs_by_index:
         x, t = (a[0] for a in init_examples(job.dims, b, b + 1, job.given))
     else:
@@ -165,9 +165,9 @@ def run_task(ctx: TaskContext, worker: int) -> np.ndarray | None:
         if hooks is not None and hooks.barrier is not None:
             job.barrier.abort()  # a task that died before the barrier must not keep the others waiting
         raise
-    if job.serial is not None and which == 1:
+    if job.serial is not None and output == 1:
         first = job.outputs[0][slot]
-        job.counted[0, slot] = differing_cells(job.serial[half, slot], first)  # T1
+        job.counted[0, slot] = differing_cells(job.serial[serial_buffer, slot], first)  # T1
         job.counted[1, slot] = differing_cells(first, row)  # T3, while the re-run's row is in the cache
     return row if job.remote else None
 

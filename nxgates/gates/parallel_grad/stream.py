@@ -252,18 +252,18 @@ def fold_chunk(tally: Tally, first: int, rows: np.ndarray, job: GradJob, compare
         save.write(rows)
 
 
-def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, which: int, examples: range, half: int,
+def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, output: int, examples: range, serial_buffer: int,
                   rows: np.ndarray | None = None) -> PassResult:
-    """One parallel pass over ``examples`` (the current chunk), into output ``which``: a task per example,
+    """One parallel pass over ``examples`` (the current chunk), into ``output``: a task per example,
     dealt round-robin, the last quarter movable (:func:`~.job.first_movable`), then a bounded wait for all
-    of them. ``half``: the serial buffer holding the chunk's serial rows. ``rows``: where rows that tasks
+    of them. ``serial_buffer``: the one holding the chunk's serial rows. ``rows``: where rows that tasks
     return land (workers that cannot write the gate's memory), else None."""
     first = len(pool.records)
     done_before = pool.n_completed()
     movable = first_movable(len(examples), pool.n_workers)
     t0 = time.perf_counter()
     for slot, b in enumerate(examples):
-        pool.submit(run_task, TaskContext(handle, which, slot, b, half), label=f"example {b}",
+        pool.submit(run_task, TaskContext(handle, output, slot, b, serial_buffer), label=f"example {b}",
                     on_result=None if rows is None else partial(store_row, rows, slot), movable=slot >= movable)
     waited = wait_pass(ctx, pool, done_before, len(examples))
     return PassResult(pool.records[first:], waited, time.perf_counter() - t0)

@@ -432,7 +432,7 @@ def test_a_task_that_raises_stops_the_run_with_its_error(monkeypatch):
     real = training.run_task
 
     def failing(task, worker):
-        if task.b == 2:
+        if task.example == 2:
             raise ValueError("no row for you")
         return real(task, worker)
 
@@ -448,7 +448,7 @@ def test_a_task_that_outlives_the_deadline_stops_the_run_as_never_completed(monk
     real = training.run_task
 
     def stuck(task, worker):
-        if task.b == 1:
+        if task.example == 1:
             release.wait(30)
         return real(task, worker)
 

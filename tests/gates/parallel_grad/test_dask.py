@@ -80,8 +80,7 @@ def test_every_fault_is_caught_on_dask_by_its_check(cluster, fault):
 def run_task_killing_worker_1(task, worker):
     """run_task, except that the first time worker 1 starts an example of the first parallel pass, its
     worker process dies (once: the marker file is created exclusively)."""
-    which = task.which
-    if worker == 1 and which == 0:
+    if worker == 1 and task.output == 0:
         try:
             os.close(os.open(os.environ[KILL_MARKER], os.O_CREAT | os.O_EXCL))
         except FileExistsError:

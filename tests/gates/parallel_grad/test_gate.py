@@ -399,7 +399,7 @@ _REAL_RUN_TASK = pg_job.run_task
 
 def _rerun_of_example_5_fails(task_ctx, worker):
     """Module level: a forked worker's task is pickled by name."""
-    which, b = task_ctx.which, task_ctx.b
+    which, b = task_ctx.output, task_ctx.example
     if which == 1 and b == 5:
         raise RuntimeError("lost before counting")
     return _REAL_RUN_TASK(task_ctx, worker)

@@ -129,7 +129,7 @@ def test_a_shared_arena_fails_t1():
 
 
 def _raising_task(task_ctx, worker):
-    raise RuntimeError(f"task {task_ctx.b} broke")
+    raise RuntimeError(f"task {task_ctx.example} broke")
 
 
 def test_tasks_that_raise_are_named_in_t2_t3_and_the_verbose_lines(monkeypatch):
@@ -290,8 +290,8 @@ def _tasks_by(monkeypatch, change):
 
 def test_t3_names_every_re_run_task_that_raised(monkeypatch):
     def raising(real, task, worker):
-        if task.which == 1 and task.b in (1, 3):
-            raise ValueError(f"no re-run of {task.b}")
+        if task.output == 1 and task.example in (1, 3):
+            raise ValueError(f"no re-run of {task.example}")
         return real(task, worker)
 
     _tasks_by(monkeypatch, raising)
@@ -308,7 +308,7 @@ def test_t3_names_a_re_run_task_that_never_completed_before_the_deadline(monkeyp
     release = threading.Event()
 
     def stuck(real, task, worker):
-        if task.which == 1 and task.b == 2:
+        if task.output == 1 and task.example == 2:
             release.wait(30)
         return real(task, worker)
 
@@ -326,7 +326,7 @@ def test_t1_lists_at_most_eight_differing_examples(monkeypatch):
 
     def off_by_one_cell(real, task, worker):
         result = real(task, worker)
-        if task.which == 0:
+        if task.output == 0:
             resolve(task.handle).outputs[0][task.slot, 0] += 1
         return result
 

@@ -6,9 +6,9 @@ import threading
 
 import numpy as np
 import pytest
+from nxgates.core.pool.shared import forget, register
 
 from nxgates.core.mlp import Dims, MlpInputs, example_grads, init_examples, init_weights
-from nxgates.core.pool.shared import forget, register
 from nxgates.core.tape import F32, Tape, sequential_sum
 from nxgates.gates.parallel_grad import job as job_module
 from nxgates.gates.parallel_grad.job import (
@@ -105,7 +105,7 @@ def test_start_up_records_the_pass_and_touches_only_this_workers_rows(shared):
 
 def test_start_up_also_touches_the_rows_any_worker_may_write(shared):
     job = make_job(outputs=(True, True), n_workers=2)
-    job.shared_slots = [2]
+    job.claimable_slots = [2]
     prepare_task(shared(job), 1)
     for g in job.outputs:
         assert np.isnan(g).sum() == 6 and np.isnan(g[[1, 2, 3]][:, [0, 1024]]).all()

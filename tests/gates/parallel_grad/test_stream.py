@@ -465,7 +465,7 @@ def test_a_pass_that_times_out_after_a_folded_chunk_stops_cleanly(monkeypatch):
     late = threading.Event()
 
     def slow_after_the_first_chunk(task_ctx, worker):
-        if task_ctx.b >= 2:
+        if task_ctx.example >= 2:
             late.set()
             time.sleep(0.3)
         return run_task(task_ctx, worker)
@@ -496,7 +496,7 @@ def test_a_first_pass_that_times_out_stops_the_stream_though_its_re_run_complete
     slow, passed = threading.Event(), []
 
     def slow_first_pass(task_ctx, worker):
-        if task_ctx.b >= 2 and task_ctx.which == 0:
+        if task_ctx.example >= 2 and task_ctx.output == 0:
             slow.set()
             time.sleep(0.3)
         return run_task(task_ctx, worker)
