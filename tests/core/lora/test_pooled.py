@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from nxgates.core import cpus, memory, q20
+from nxgates.core import cpus, memory
 from nxgates.core import lora as core_lora
 from nxgates.core import pool as pool_module
 from nxgates.core.cpus import choose_executor
@@ -181,18 +181,6 @@ def test_a_task_fills_exactly_its_values_of_k(tensor, ks):
     assert not outputs["b" if tensor == "a" else "a"].any()  # the other tensor's cells untouched
 
 
-def test_cells_a_ticks_once_per_cell_of_its_columns():
-    T, DM, R = 3, 7, 5
-    want_a, _ = _expected_diffs(T, DM, R)
-    m = core_lora.init_model(T, DM, R)
-    out = np.zeros((DM, R), np.int64)
-    ticks = []
-    lora_fast.cells_a(m, core_lora.forward(m), 2097, range(2, 4), out, ticks.append)
-    assert sum(ticks) == DM * 2
-    assert out[:, 2:4].tolist() == want_a.reshape(DM, R)[:, 2:4].tolist()
-    assert not out[:, :2].any() and not out[:, 4:].any()
-
-
 def test_the_single_process_path_counts_every_cell_once_over_several_chunks(lora_params, monkeypatch):
     # 64 x 200 x 1 with chunks of 163 rows: A's 200 rows take two chunks
     monkeypatch.setattr(lora_fast, "MOVES_ELEMENTS", 163 * 64)
@@ -200,6 +188,13 @@ def test_the_single_process_path_counts_every_cell_once_over_several_chunks(lora
     run_ctx.progress = CountingProgress()
     lora_gate.run(run_ctx)
     assert run_ctx.progress.done == run_ctx.progress.total == 2 * 200
+
+
+def test_split_covers_every_row_once():
+    for n, parts in [(7, 2), (2, 3), (1, 2), (256, 2), (11, 3)]:
+        pieces = lora_pooled._split(n, parts)
+        assert [i for r in pieces for i in r] == list(range(n)) and all(len(r) for r in pieces)
+        assert len(pieces) == min(n, parts)
 
 
 # ---- how many workers, and what they cost ----------------------------------------------------------------
@@ -226,96 +221,6 @@ def test_the_memory_estimate_counts_the_requested_workers(lora_params, monkeypat
 # ---- the proven (unchecked, in-place) path of A, and what the report counts -----------------------------
 
 
-def test_the_proven_path_equals_the_checked_path(monkeypatch):
-    T, DM, R = 64, 256, 5
-    m = core_lora.init_model(T, DM, R)
-    f = core_lora.forward(m)
-    plain = RunContext(params={})
-    proven = lora_fast.diffs_fast_a(m, f, 2097, plain)
-    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: False)  # every chunk through the per-op guards
-    checked = lora_fast.diffs_fast_a(m, f, 2097, plain)
-    assert proven.tolist() == checked.tolist()
-    assert np.count_nonzero(proven[:, 4]) > DM // 2  # the last column is really computed
-
-
-def _random_model(T, DM, R, seed):
-    """Every entry its own value: no two cells share a move of h, so the proven path's memo of distinct moves
-    saves nothing and must still give the seed's integers (the seed's x takes 11 values only)."""
-    rng = np.random.default_rng(seed)
-
-    def q(*shape, scale):
-        return rng.integers(-scale, scale + 1, size=shape, dtype=np.int64)
-
-    return core_lora.Model(q(T, DM, scale=q20.S), q(DM, DM, scale=q20.S // 8), q(DM, R, scale=q20.S // 8),
-                      q(R, DM, scale=q20.S // 8))
-
-
-@pytest.mark.parametrize(("T", "DM", "R", "seed"), [(5, 9, 3, 1), (2, 31, 1, 2), (7, 4, 4, 3)])
-def test_the_proven_path_gives_the_seeds_integers_when_no_move_repeats(T, DM, R, seed):
-    m = _random_model(T, DM, R, seed)
-    f = core_lora.forward(m)
-    dhs = [(q20.tdiv(f.acc_h.T[None] + sign * m.x.T[:, None, :] * 2097, q20.S) - f.h.T[None]) for sign in (1, -1)]
-    assert np.unique(np.concatenate([d[:, 0, 0] for d in dhs])).size > DM  # the moves of h[0, 0] barely repeat
-    assert lora_fast._proven_a(m, f, dhs, int(np.abs(f.y).sum()))
-    got = lora_fast.diffs_fast_a(m, f, 2097, RunContext(params={}))
-    assert got.reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
-
-
-@pytest.mark.parametrize(("T", "DM", "R", "moves", "checked"),
-                         [(3, 17, 3, 1, 1), (3, 17, 3, 7, 5), (3, 17, 3, 3, 1), (3, 17, 3, 1 << 20, 1 << 21),
-                          (1, 5, 1, 2, 1), (3, 17, 3, 11, 1), (3, 17, 3, 8, 2), (3, 17, 1, 1, 2), (1, 5, 1, 2, 2)])
-def test_any_chunk_gives_the_same_integers(T, DM, R, moves, checked, monkeypatch):
-    """Columns of A go in blocks sized by their distinct moves; on the guarded path, rows go in chunks sized
-    by their per-cell moves and in pieces sized by its temporaries. Blocks of one column, uneven ones, chunks
-    of 1 row, uneven pieces and everything at once give the same integers, every cell ticked once, in the
-    pieces planned (also where R * T is 1)."""
-    want_a, _ = _expected_diffs(T, DM, R)
-    monkeypatch.setattr(lora_fast, "MOVES_ELEMENTS", moves * R * T)
-    monkeypatch.setattr(lora_fast, "CHECKED_ELEMENTS", checked * R * T * DM)
-    m = core_lora.init_model(T, DM, R)
-    f = core_lora.forward(m)
-    V = lora_fast._distinct_shifts(q20.mul(m.x.T, 2097))[0].shape[1]
-    block = max(1, moves * R * T // (T * V))
-    blocks = [min(block, R - k) for k in range(0, R, block)]
-    for proven in (True, False):
-        monkeypatch.setattr(lora_fast, "_proven_a", lambda *args, p=proven: p)
-        out, ticks = np.zeros((DM, R), np.int64), []
-        lora_fast.cells_a(m, f, 2097, range(R), out, ticks.append)
-        assert out.reshape(-1).tolist() == want_a.tolist()
-        assert sum(ticks) == DM * R
-        if proven:  # a tick per block of columns the kernel evaluates at once
-            assert all(n % DM == 0 for n in ticks) and len(ticks) >= len(blocks)
-            continue
-        planned = []
-        for b in blocks:
-            step, sub = max(1, moves * R // b), max(1, checked * R // b)
-            chunks = [min(step, DM - i) for i in range(0, DM, step)]
-            planned += [b * min(sub, c - j) for c in chunks for j in range(0, c, sub)]
-        assert ticks == planned
-
-
-@pytest.mark.parametrize("block", ["one (k, t) at a time", "uneven blocks of t", "blocks of k", "all at once"])
-def test_any_block_of_moved_rows_gives_the_same_integers(block, monkeypatch):
-    """The proven path evaluates the moved rows of y in blocks of (k, t) sized by MOVED_ELEMENTS: one (k, t)
-    at a time, 2 of the 5 values of t (the last block shorter), 2 of the 3 values of k with every t, and all
-    in one block give the seed's integers."""
-    T, DM, R = 5, 13, 3
-    want_a, _ = _expected_diffs(T, DM, R)
-    m = core_lora.init_model(T, DM, R)
-    f = core_lora.forward(m)
-    values, _, _ = lora_fast._distinct_shifts(q20.mul(m.x.T, 2097))
-    per_t = values.shape[1] * DM
-    elements = {"one (k, t) at a time": 1, "uneven blocks of t": 2 * per_t, "blocks of k": 2 * T * per_t,
-                "all at once": R * T * per_t}[block]
-    monkeypatch.setattr(lora_fast, "MOVED_ELEMENTS", elements)
-    proven = _spy(monkeypatch, "_moved_a_unchecked")
-    out, ticks = np.zeros((DM, R), np.int64), []
-    lora_fast.cells_a(m, f, 2097, range(R), out, ticks.append)
-    assert out.reshape(-1).tolist() == want_a.tolist()
-    assert proven == [1]  # the proven path ran (one block of columns)
-    assert sum(ticks) == DM * R and all(n % DM == 0 for n in ticks)  # every cell once, a block of k a tick
-
-
 def _spy(monkeypatch, name):
     """Count the calls of ``fast.<name>``, which still runs."""
     calls, real = [], getattr(lora_fast, name)
@@ -328,81 +233,11 @@ def _spy(monkeypatch, name):
     return calls
 
 
-def test_rows_of_x_with_different_numbers_of_distinct_values_give_python_integers(monkeypatch):
-    """Row 0 of x repeats one value, row 1 holds +-v pairs, row 2 every value its own: the moves are padded to
-    the longest row, and each cell must still gather its own, with either sign."""
-    DM, R = 6, 2
-    base = _random_model(3, DM, R, 7)
-    x = np.array([[5 * q20.S // 16] * DM,
-                  [v * q20.S // 8 for v in (1, -1, 3, -3, 1, 0)],
-                  [v * q20.S // 32 for v in (7, -2, 5, 11, -13, 3)]], np.int64)
-    m = core_lora.Model(x, base.W, base.A, base.B)
-    f = core_lora.forward(m)
-    values, where_plus, where_minus = lora_fast._distinct_shifts(q20.mul(m.x.T, 2097))
-    assert values.shape == (3, 12)  # the longest row's distinct values, no more
-    assert [len(np.unique(row)) for row in values] == [2, 5, 12]  # +-v; +-v, +-3v and 0; 6 values and negatives
-    assert (values[np.arange(3)[:, None], where_plus] == m.x * 2097).all()
-    assert (values[np.arange(3)[:, None], where_minus] == -m.x * 2097).all()
-    proven = _spy(monkeypatch, "_moved_a_unchecked")
-    got = lora_fast.diffs_fast_a(m, f, 2097, RunContext(params={}))
-    assert got.reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
-    assert proven == [1]
-
-
-@pytest.mark.parametrize(("T", "DM"), [(4, 37), (1, 11), (2, 1000)])
-def test_the_seeds_x_moves_h_by_11_distinct_values_whatever_the_size(T, DM):
-    """The memo's whole point: +-x * delta takes 11 values per row t (x's 11, symmetric about 0), found once
-    for every row of A; fewer where a row of x holds fewer of them."""
-    m = core_lora.init_model(T, DM, 1)
-    values, where_plus, where_minus = lora_fast._distinct_shifts(q20.mul(m.x.T, 2097))
-    assert values.shape == (T, 11)
-    assert (np.diff(values, axis=1) >= 0).all() and (np.diff(values, axis=1) > 0).any()
-    assert where_plus.shape == where_minus.shape == (T, DM)
-    three_rows = lora_fast._distinct_shifts(q20.mul(m.x.T[:3], 2097))[0]  # x[0, :3] = -0.3, 0.2, -0.4: 6
-    assert three_rows.shape == (T, 6)
-
-
-def test_sum_abs_is_exact_in_int64_and_beyond_it():
-    assert lora_fast._sum_abs(np.array([[-3, 4], [0, -5]], np.int64)) == 12
-    big = np.full(4, -(1 << 61), np.int64)  # the sum, 2^63, does not fit int64: Python ints take over
-    assert lora_fast._sum_abs(big) == 1 << 63
-
-
 def test_the_report_counts_the_cells_that_passed(lora_params):
     green = lora_gate.run(ctx(lora_params)).metrics
     assert (green["A"]["cells_passed"], green["B"]["cells_passed"]) == (12, 12)
     red = lora_gate.run(ctx(lora_params, fault="grad-bug")).metrics
     assert (red["A"]["cells_passed"], red["A"]["passed"], red["B"]["cells_passed"]) == (11, False, 12)
-
-
-def _python_int_diffs(m, tensor, delta):
-    """``L(+d) - L(-d)`` per cell from whole forwards, the difference taken in Python ints (no int64)."""
-    flat, out = tensor.reshape(-1), []
-    for i in range(flat.size):
-        save = int(flat[i])
-        flat[i] = save + delta
-        lp = core_lora.forward(m).loss
-        flat[i] = save - delta
-        lm = core_lora.forward(m).loss
-        flat[i] = save
-        out.append(lp - lm)
-    return out
-
-
-@pytest.mark.parametrize("proven", [True, False])
-def test_near_the_int64_bound_the_fast_path_matches_python_integers(proven, monkeypatch):
-    """x scaled up until the loss is 0.6 x 2^62: both tensors' coarse bounds fail, so every cell goes through
-    the tight L(+-delta) check, which needs the unmoved outputs (the seed's naive path refuses here)."""
-    base = core_lora.init_model(2, 3, 2)
-    m = core_lora.Model(base.x * 3500, base.W, base.A, base.B)
-    f = core_lora.forward(m)
-    peak = q20.max_abs(f.y) ** 2
-    assert f.loss + peak * 2 >= q20.LIMIT  # B's coarse bound (T terms) fails, and A's (T x DM) too
-    if not proven:
-        monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: False)
-    plain = RunContext(params={})
-    assert lora_fast.diffs_fast_a(m, f, 2097, plain).reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
-    assert lora_fast.diffs_fast_b(m, f, 2097, plain).reshape(-1).tolist() == _python_int_diffs(m, m.B, 2097)
 
 
 def test_params_without_workers_mean_auto(lora_params, monkeypatch):

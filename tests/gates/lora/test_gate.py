@@ -1,6 +1,5 @@
 """The lora gate reproduces the seed program's integers exactly, at the seed's sizes and at others."""
 
-import numpy as np
 import pytest
 
 from nxgates.core import lora as core_lora
@@ -90,13 +89,6 @@ def test_pooled_cells_equal_the_single_process_and_the_naive_path(T, DM, R, work
     assert metrics_like_seed(pooled) == reference(T, DM, R)
 
 
-def test_split_covers_every_row_once():
-    for n, parts in [(7, 2), (2, 3), (1, 2), (256, 2), (11, 3)]:
-        pieces = lora_pooled._split(n, parts)
-        assert [i for r in pieces for i in r] == list(range(n)) and all(len(r) for r in pieces)
-        assert len(pieces) == min(n, parts)
-
-
 def test_every_preset_stays_in_one_process(lora_params, monkeypatch):
     assert lora_pooled.gradcheck_workers(0, 3, 6, 2) == lora_pooled.gradcheck_workers(0, 8, 96, 4) == 1
     assert lora_pooled.gradcheck_workers(0, 16, 256, 8) == lora_pooled.gradcheck_workers(0, 32, 1024, 16) == 1
@@ -118,34 +110,6 @@ def test_overflow_on_the_pool_is_refused_as_in_one_process(lora_params):
 def test_a_planted_fault_is_caught_on_the_pool_too(lora_params):
     out = lora_gate.run(ctx({**lora_params, "T": 3, "DM": 7, "R": 3, "workers": 2}, fault="grad-bug"))
     assert {c.name: c.passed for c in out.checks}[lora_gate.CHECK_A] is False
-
-
-# ---- L(+-delta) may use int64 up to 2^63: a sum of squares only grows ---------------------------------
-
-
-def test_loss_between_2_62_and_2_63_is_exact_and_beyond_is_refused():
-    from nxgates.core import q20
-
-    y = np.array([2 << 30, 1 << 30, 1 << 30], dtype=np.int64)  # sum of squares = 6 * 2^60, above 2^62
-    assert int(q20.sum_squares(y)) == sum(int(v) ** 2 for v in y) == 6 << 60
-    with pytest.raises(q20.Q20Overflow, match="2\\^63"):
-        q20.sum_squares(np.array([2 << 30, 2 << 30], dtype=np.int64))  # exactly 2^63: numpy would wrap
-    base = np.array([[[1 << 30]]], dtype=np.int64)
-    moved = base + (1 << 28)  # moves L by (2^30 + 2^28)^2 - 2^60 = 0.5625 * 2^60
-    assert int(lora_fast._loss_delta(7 << 60, base, moved, base, (2,))[0, 0]) == (int(moved[0, 0, 0]) ** 2 - (1 << 60))
-    with pytest.raises(q20.Q20Overflow, match="L\\(\\+-delta\\)"):
-        lora_fast._loss_delta(15 << 59, base, moved, base, (2,))  # L(+d) = 8.0625 * 2^60 >= 2^63
-
-
-def test_the_a_priori_proof_fails_when_l_plus_delta_could_reach_2_63():
-    m = core_lora.init_model(3, 7, 2)
-    f = core_lora.forward(m)
-    from nxgates.core import q20
-    dhs = [np.ones((1, 2, 3), dtype=np.int64)] * 2
-    sum_abs_y = int(np.abs(f.y).sum())
-    assert lora_fast._proven_a(m, f, dhs, sum_abs_y) is True
-    f.loss = q20.SQUARES_LIMIT - 1
-    assert lora_fast._proven_a(m, f, dhs, sum_abs_y) is False
 
 
 def test_the_seed_run_does_not_import_the_pool():
