@@ -2,7 +2,6 @@
 a priori proofs and the loss up to 2^63, and the same integers as the seed's whole forwards whatever the blocks,
 the chunks, the columns asked for or the path (proven or guarded)."""
 
-
 import numpy as np
 import pytest
 
@@ -104,6 +103,8 @@ def test_sum_abs_is_exact_in_int64_and_beyond():
     assert type(fast._sum_abs(big)) is int
     edge = np.array([1 << 60, 1 << 60, -(1 << 60), -(1 << 60) + 1], dtype=np.int64)  # max * size = 2^62
     assert fast._sum_abs(edge) == (1 << 62) - 1
+    assert fast._sum_abs(np.array([[-3, 4], [0, -5]], np.int64)) == 12
+    assert fast._sum_abs(np.full(4, -(1 << 61), np.int64)) == 1 << 63  # 2^63 does not fit int64: Python ints take over
 
 
 @pytest.mark.parametrize("T,DM,R,delta", [(3, 6, 2, 2097), (5, 7, 3, 1000), (2, 4, 4, 1 << 20), (1, 1, 1, 3)])
@@ -416,12 +417,6 @@ def test_the_seeds_x_moves_h_by_11_distinct_values_whatever_the_size(T, DM):
     assert where_plus.shape == where_minus.shape == (T, DM)
     three_rows = fast._distinct_shifts(q20.mul(m.x.T[:3], 2097))[0]  # x[0, :3] = -0.3, 0.2, -0.4: 6
     assert three_rows.shape == (T, 6)
-
-
-def test_sum_abs_is_exact_in_int64_and_beyond_it():
-    assert fast._sum_abs(np.array([[-3, 4], [0, -5]], np.int64)) == 12
-    big = np.full(4, -(1 << 61), np.int64)  # the sum, 2^63, does not fit int64: Python ints take over
-    assert fast._sum_abs(big) == 1 << 63
 
 
 def _python_int_diffs(m, tensor, delta):
