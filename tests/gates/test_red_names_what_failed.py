@@ -70,7 +70,7 @@ def test_lora_compare_grads_alone_names_its_check(tmp_path):
     assert "Q-scaling" not in out.red
 
 
-def test_lora_keeps_todays_red_line_when_its_own_check_fails_too(tmp_path):
+def test_lora_keeps_its_own_red_line_when_its_own_check_fails_too(tmp_path):
     out = lora.run(ctx(LORA, fault="train-base"))
     assert out.red == LORA_RED
     out.check(session.CHECK, False, "1 of 9 figures moved")

@@ -97,7 +97,7 @@ def test_a_sequential_implementation_differs_and_the_report_says_where(tmp_path)
     assert not next(c for c in failing.checks if c.name == pg.T4).passed
 
 
-def test_identical_files_keep_todays_t4_line(tmp_path):
+def test_identical_files_keep_the_plain_t4_match_line(tmp_path):
     ours = saved(tmp_path, "tree")
     out = pg.run(ctx(SMALL, compare_grads=str(ours)))
     t4 = next(c for c in out.checks if c.name == pg.T4)

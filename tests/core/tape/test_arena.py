@@ -27,7 +27,7 @@ rng = np.random.default_rng(13)
 
 
 def test_a_referenced_leaf_keeps_its_own_gradient():
-    """Regression: a ``copy=False`` leaf without ``grad_out`` once shared its gradient with the next node."""
+    """A ``copy=False`` leaf without ``grad_out`` has a gradient of its own, not one shared with the next node."""
     tape = Tape(16)
     w = tape.leaf(np.array([1.0, 2.0], F32), copy=False)
     x = tape.leaf(np.array([3.0, 4.0], F32))
