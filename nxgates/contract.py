@@ -32,8 +32,8 @@ def broken_checks(gate: GateDef, output: GateOutput) -> str | None:
     declared = tuple(gate.checks)
     reported = [c.name for c in output.checks]
     problems = []
-    for name in output.__dict__.get("_not_boolean", ()):
-        problems.append(f"check {name!r} was given a {output.__dict__['_not_boolean'][name]}, not a boolean")
+    for name, given in output.non_boolean_checks.items():
+        problems.append(f"check {name!r} was given a {given}, not a boolean")
     for name in dict.fromkeys(reported):
         if name not in declared:
             problems.append(f"check {name!r} is not declared")

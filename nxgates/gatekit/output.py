@@ -90,6 +90,8 @@ class GateOutput:
         self.red = red
         self.digest = digest
         self._clock = time.perf_counter()
+        self._not_boolean: dict[str, str] = {}  #: checks given something else than a boolean: name -> its type
+        self._figures: dict[str, Any] = {}  #: the pinned figures by name (cells kept until first read)
 
     @property
     def digest(self) -> str:
@@ -132,12 +134,24 @@ class GateOutput:
         """
         now = time.perf_counter()
         if not _is_boolean(passed):  # "False" or 1 is not a verdict
-            self.__dict__.setdefault("_not_boolean", {})[name] = type(passed).__name__
+            self._state("_not_boolean")[name] = type(passed).__name__
             passed = False
         c = Check(name, bool(passed), detail, now - self._clock if seconds is None else seconds)
         self._clock = now
         self.items.append(c)
         return c
+
+    @property
+    def non_boolean_checks(self) -> dict[str, str]:
+        """The checks recorded with something else than a boolean, each with the type it was given: the
+        check contract (:mod:`nxgates.contract`) fails the run on them."""
+        return dict(self._state("_not_boolean"))
+
+    def _state(self, name: str) -> dict[str, Any]:
+        """One of this output's own dicts; made on first use where a subclass's ``__init__`` skipped ours."""
+        if not hasattr(self, name):
+            setattr(self, name, {})
+        return getattr(self, name)
 
     @property
     def checks(self) -> list[Check]:
@@ -173,7 +187,7 @@ class GateOutput:
     @property
     def fingerprints(self) -> dict[str, Any]:
         """The pinned figures by name, in the order recorded; cells as their digest records."""
-        figures = self.__dict__.get("_figures", {})
+        figures = self._state("_figures")
         for name, value in figures.items():
             if isinstance(value, _PendingCells):
                 from nxgates.baseline.cells import cell_fingerprint
@@ -182,7 +196,7 @@ class GateOutput:
         return dict(figures)
 
     def _add_figure(self, name: str, value: Any) -> None:
-        figures = self.__dict__.setdefault("_figures", {})
+        figures = self._state("_figures")
         if not name or name in figures:
             raise ValueError(f"fingerprint {name!r}: each figure needs its own, non-empty name")
         figures[name] = value
