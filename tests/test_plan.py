@@ -139,3 +139,21 @@ def test_two_targets_never_share_a_baseline_entry():
         return GateReport("invariance", {"B": 8}, out, 0.0)
 
     assert key_of(report("a.py:f")) != key_of(report("b.py:f")) != key_of(report(None))
+
+
+@pytest.mark.parametrize(("moves", "result", "by"), [
+    (False, "NO PROOF", "fault f changes nothing at these parameters"),
+    (True, "MISSED", "fault f MISSED: it moved figure, yet every check passed"),
+])
+def test_the_kill_table_says_what_the_judgement_found(moves, result, by):
+    import io
+
+    from nxgates.reporting.console import Renderer
+    from nxgates.reporting.selftest import KillTable
+    from nxgates.selftest import selftest
+
+    entry = standin(caught=False, moves=moves)
+    rows = selftest(RunPlan(RunRequest(("g",), timeout=None), [PlannedGate(entry, {}, {})]))
+    out = io.StringIO()
+    KillTable(Renderer(out)).row(rows[1])
+    assert out.getvalue().split()[1:4] == ["f", "fail", result.split()[0]] and by in out.getvalue()

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from nxgates import __version__
+from nxgates.plan import LIAR_KILL
 from nxgates.reporting.console import Renderer
+from nxgates.runner import INERT
 from nxgates.selftest import KillRow
 
 
@@ -24,8 +26,13 @@ class KillTable:
             result, by = ("PASS" if row.ok else "FAIL"), "all checks" if row.ok else ", ".join(row.failed_checks)
             line = f"{gate:<22}{'(clean)':<20}{'pass':<10}{result:<10}{by}"
         else:
-            result = "caught" if row.ok else "MISSED"
-            by = ", ".join(row.failed_checks) or row.report.error or "no check failed"
+            result, by = ("caught" if row.ok else "MISSED"), ", ".join(row.failed_checks)
+            judged = [c.detail for c in row.report.output.checks if c.name == LIAR_KILL and not c.passed]
+            if row.report.error_kind == INERT:  # the fault changed nothing here: nothing was proved
+                result, by = "NO PROOF", row.report.error or ""
+            elif judged:  # every check passed, yet the fault moved the gate's figures
+                by = judged[0]
+            by = by or row.report.error or "no check failed"
             line = f"{gate:<22}{row.fault:<20}{'fail':<10}{result:<10}{by}"
         self.renderer.line(line, "green" if row.ok else "bold red")
 
