@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from nxgates.cli.group import COMPLETE_VAR
 from nxgates.cli.options import NxCommand
 from nxgates.registry.names import ALL
 
 if TYPE_CHECKING:
+    from click import shell_completion
     from click.shell_completion import CompletionItem
 
     from nxgates.registry import GateEntry, Registry
 
 SHELLS = ("bash", "zsh", "fish")
-COMPLETE_VAR = "_NXGATES_COMPLETE"  #: what click derives from the program's name; the script sets it
 
 
 def _registry(ctx: click.Context) -> Registry | None:
@@ -157,6 +158,47 @@ COMPLETERS: dict[str, Callable[[click.Context, str], list[Any]]] = {
 }
 
 
+def bash_class() -> type[shell_completion.BashComplete]:
+    """nxgates' bash completion class (made when asked: click.shell_completion is not imported for help)."""
+    from click import shell_completion
+
+    class BashComplete(shell_completion.BashComplete):
+        """click's bash completion, which also completes ``--set KEY=VALUE``. bash splits a word at ``=``
+        (``COMP_WORDBREAKS``), so click would see ``KEY`` and ``=`` as two words and offer gate names after them:
+        here they are joined back, the offers cut to the part after ``=`` that bash replaces, and a ``KEY=``
+        offered is not followed by a space."""
+
+        source_template = shell_completion.BashComplete.source_template.replace(
+            "COMPREPLY+=($value)", "COMPREPLY+=($value)\n            [[ $value == *= ]] && compopt -o nospace")
+        cut = ""  #: the ``KEY=`` bash has already split off the word it completes
+
+        def get_completion_args(self) -> tuple[list[str], str]:
+            args, incomplete = super().get_completion_args()
+            if incomplete == "=" and args and not args[-1].startswith("-"):  # `--set KEY=`
+                self.cut = args.pop() + "="
+                return args, self.cut
+            if len(args) >= 2 and args[-1] == "=":
+                if args[-2].startswith("-"):  # `--json=VAL`: the value of that option
+                    return args[:-1], incomplete
+                self.cut = args[-2] + "="  # `--set KEY=VAL`
+                return args[:-2], self.cut + incomplete
+            return args, incomplete
+
+        def format_completion(self, item: CompletionItem) -> str:
+            if self.cut and item.type == "plain" and item.value.startswith(self.cut):
+                return f"{item.type},{item.value[len(self.cut):]}"
+            return super().format_completion(item)
+
+    return BashComplete
+
+
+def register() -> None:
+    """Make :func:`bash_class` the one click uses for bash: the script it prints and the words it completes."""
+    from click.shell_completion import add_completion_class
+
+    add_completion_class(bash_class(), "bash")
+
+
 def complete_word(kind: str, ctx: click.Context, incomplete: str) -> list[Any]:
     """The completions of a word of ``kind`` (a key of :data:`COMPLETERS`)."""
     return COMPLETERS[kind](ctx, incomplete)
@@ -178,6 +220,7 @@ def completion_cmd(shell: str) -> None:
     from nxgates.streams import require_stdout, write_stdout
 
     require_stdout("the script")
+    register()
     root = click.get_current_context().find_root().command
     completer = get_completion_class(shell)
     assert completer is not None  # click registers bash, zsh and fish itself

@@ -4,6 +4,7 @@ with a documented exit code (:mod:`nxgates.cli.exits`)."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import click
 
 from nxgates.cli.exits import carried_past_click, exit_code_of
+
+COMPLETE_VAR = "_NXGATES_COMPLETE"  #: set by the completion script when the shell asks (click's protocol)
 
 
 class NxGroup(click.Group):
@@ -44,6 +47,8 @@ class NxGroup(click.Group):
              standalone_mode: bool = True, **extra: Any) -> Any:
         """click's main, but every ending is an exit code (returned, or exited with when standalone)."""
         debug = "--debug" in (sys.argv[1:] if args is None else list(args))
+        if COMPLETE_VAR in os.environ:  # a shell asks for completions: click's, with nxgates' bash class
+            importlib.import_module("nxgates.cli.completion").register()
         try:
             rv = super().main(args=args, prog_name=prog_name or "nxgates", complete_var=complete_var,
                               standalone_mode=False, **extra)

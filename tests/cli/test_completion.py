@@ -2,6 +2,7 @@
 protocol), and the script `nxgates completion SHELL` prints."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -95,6 +96,8 @@ def test_completion_prints_clicks_script(invoke, shell):
     r = invoke("completion", shell)
     assert r.exit_code == 0
     assert "_NXGATES_COMPLETE" in r.stdout and f"{shell}_complete" in r.stdout
+    if shell == "bash":  # `--set KEY=` is not followed by a space: the value comes next
+        assert "[[ $value == *= ]] && compopt -o nospace" in r.stdout
 
 
 def test_completion_refuses_another_shell(invoke):
@@ -110,3 +113,42 @@ def test_the_installed_script_answers_the_shells_protocol(tmp_path):
            "COMP_CWORD": "4"}
     out = subprocess.run([script], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert out.returncode == 0 and out.stdout.split() == ["plain,medium"]
+
+
+def bash_offers(monkeypatch, *words: str) -> list[str]:
+    """What bash's function gets back for COMP_WORDS as bash splits them (at '=' too), the last one current."""
+    from nxgates.cli.completion import bash_class
+
+    monkeypatch.setenv("COMP_WORDS", "\n".join(["nxgates", *words]))
+    monkeypatch.setenv("COMP_CWORD", str(len(words)))
+    return bash_class()(cli, {}, "nxgates", "_NXGATES_COMPLETE").complete().split("\n")
+
+
+def test_bash_completes_set_across_the_equals_sign_it_splits_at(monkeypatch):
+    assert bash_offers(monkeypatch, "run", "lora", "--set", "D") == ["plain,DM="]
+    assert bash_offers(monkeypatch, "run", "parallel-grad", "--set", "executor", "=", "th") == ["plain,thread"]
+    assert set(bash_offers(monkeypatch, "run", "parallel-grad", "--set", "reduction", "=")) == {
+        "plain,tree", "plain,sequential"}
+    assert bash_offers(monkeypatch, "run", "lora", "--set", "DM", "=") == [""]  # an integer: no gate names
+    assert bash_offers(monkeypatch, "run", "lora", "--json", "=") == ["file,"]  # --opt=VALUE, as click does
+    assert bash_offers(monkeypatch, "run", "lora", "--json", "=", "re") == ["file,re"]
+    assert bash_offers(monkeypatch, "run", "lora", "--preset", "=", "m") == ["plain,medium"]
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="no bash")
+@pytest.mark.console_script
+def test_in_bash_itself(tmp_path):
+    """The script as bash sources it, its function called as bash calls it on Tab."""
+    bindir = os.path.dirname(sys.executable)
+    script = """
+eval "$(nxgates completion bash)"
+offer() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=()
+          _nxgates_completion nxgates 2>/dev/null; echo "${COMPREPLY[*]}"; }
+offer nxgates ru
+offer nxgates run lora --preset m
+offer nxgates run lora --set D
+offer nxgates run parallel-grad --set executor = th
+"""
+    out = subprocess.run(["bash", "--norc", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                         env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"})
+    assert out.stdout.splitlines() == ["run", "medium", "DM=", "thread"], out.stderr
