@@ -1,4 +1,5 @@
-"""Reading a gate's input tensors: an ``.npz`` or a directory of raw dumps, every refusal one exact line."""
+"""Reading a gate's input tensors: an ``.npz`` or a directory of raw dumps, every refusal one exact line, and
+the digest that names them."""
 
 import hashlib
 import io
@@ -12,11 +13,14 @@ import pytest
 from nxgates.errors import ConfigError
 from nxgates.gatekit import InputArray, InputSpec
 from nxgates.tensors import read
+from nxgates.tensors.read import arrays_digest
 
 SPEC = InputSpec(
     arrays=(InputArray("a", "q20", ("N", "M")), InputArray("b", "float32", ("M", 3))),
     make=lambda params: {},
 )
+
+
 PARAMS = {"N": 2, "M": 4}
 
 
@@ -434,3 +438,17 @@ def test_metadata_of_an_empty_unicode_type_is_refused_not_a_traceback(tmp_path):
     members = [(f"{k}.npy", npy(v)) for k, v in good_arrays().items()]
     path = zip_of(tmp_path / "x.npz", [*members, ("nxgates.npy", header.getvalue())])
     assert refusal(read.read_npz, path, SPEC) == f"--inputs {path}: array nxgates: truncated: 0 of 4 bytes"
+
+
+def test_the_digest_names_every_array_by_name_dtype_shape_and_bytes():
+    a = {"x": np.arange(6, dtype=np.int64).reshape(2, 3), "W": np.ones((3, 3), np.int64)}
+    same = {"W": np.ones((3, 3), np.int64), "x": np.arange(6, dtype=np.int64).reshape(2, 3)}
+    assert arrays_digest(a) == arrays_digest(same)  # order of the mapping does not matter
+    assert arrays_digest(a) != arrays_digest({**a, "x": a["x"].reshape(3, 2)})  # the shape does
+    assert arrays_digest(a) != arrays_digest({**a, "x": a["x"].astype(np.int32)})  # the dtype does
+    assert arrays_digest(a) != arrays_digest({"y": a["x"], "W": a["W"]})  # the names do
+    moved = a["x"].copy()
+    moved[1, 2] += 1
+    assert arrays_digest(a) != arrays_digest({**a, "x": moved})
+    big = {k: v.astype(v.dtype.newbyteorder(">")) for k, v in a.items()}
+    assert arrays_digest(a) == arrays_digest(big)  # the values, not their byte order in the file

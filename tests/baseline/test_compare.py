@@ -1,10 +1,10 @@
-"""The lines that say what moved, and the keys and labels that name a gate run."""
+"""The lines that say what moved between a baseline and a run (nxgates/baseline/compare.py): scalars bit for bit,
+figures that appear or vanish, moved cells by value or by block, a changed dtype or shape."""
 
 import numpy as np
 
 from nxgates.baseline.cells import cell_fingerprint
 from nxgates.baseline.compare import figure_lines, same
-from nxgates.baseline.keys import entry_key, keyed_params, label, shown_params
 
 LORA = "lora[T=3 DM=6 R=2]"
 
@@ -52,24 +52,3 @@ def test_moved_cells_of_a_large_array_are_named_by_their_blocks():
 def test_a_changed_dtype_or_shape_is_named_as_such():
     (line,) = lines({"g": cell_fingerprint(np.zeros(4, "<i8"))}, {"g": cell_fingerprint(np.zeros(4, "<i4"))})
     assert line.startswith("lora[T=3 DM=6 R=2] g: <i8 (4,) sha256 ") and " -> <i4 (4,) sha256 " in line
-
-
-def test_the_key_leaves_out_how_a_gate_computes_and_sorts_the_rest():
-    params = {"T": 3, "DM": 6, "executor": "thread", "workers": 4, "algorithm": "fast"}
-    assert keyed_params(params) == {"T": 3, "DM": 6, "algorithm": "fast"}
-    assert entry_key("lora", params) == "lora[DM=6 T=3 algorithm=fast]"
-    assert entry_key("lora", {**params, "executor": "process"}) == entry_key("lora", params)
-    assert entry_key("lora", params, "ab12") == "lora[DM=6 T=3 algorithm=fast] inputs=ab12"
-
-
-def test_a_label_shows_the_sizes_and_what_differs_from_the_defaults():
-    declared = ["T", "DM", "R", "delta", "tol_permil", "algorithm", "workers", "executor"]
-    defaults = {"T": 3, "DM": 6, "R": 2, "delta": 2097, "tol_permil": 70, "algorithm": "fast", "workers": 0,
-                "executor": "auto"}
-    presets = {"seed": {}, "medium": {"T": 8, "DM": 96, "R": 4}}
-    at_defaults = shown_params(declared, defaults, presets, defaults)
-    assert label("lora", defaults, at_defaults) == "lora[T=3 DM=6 R=2]"
-    changed = {**defaults, "delta": 100, "workers": 3}
-    assert label("lora", changed, shown_params(declared, defaults, presets, changed)) == "lora[T=3 DM=6 R=2 delta=100]"
-    assert shown_params(declared, defaults, {"seed": {}}, defaults) is None  # no presets: every keyed param
-    assert label("g", {"N": 1, "executor": "x"}) == "g[N=1]" and label("g", {"workers": 2}) == "g"
