@@ -1,4 +1,5 @@
-"""What the crosscheck package gathers from the gates on demand: the log formats and the gates' names."""
+"""Where crosscheck finds the gates' seed-log formats (nxgates/crosscheck/seedlogs.py): gathered on demand, the log
+formats and the gates' names."""
 
 import pytest
 
