@@ -46,17 +46,19 @@ def _loss_delta(loss: int, y: np.ndarray, yp: np.ndarray, ym: np.ndarray, axes: 
     return q20.total(q20.mul(yp - ym, q20.add(yp, ym, "yp + ym"), "(yp - ym)(yp + ym)"), axes, "Lp - Lm")
 
 
-def _proven_a(m: Model, f: Forward, dhs: list[np.ndarray], sum_abs_y: int) -> bool:
+def proven_a(m: Model, f: Forward, dhs: list[np.ndarray], sum_abs_y: int) -> bool:
     """An exact a-priori proof, from small arrays only, that no int64 intermediate of the moved-A
     computation leaves the safe range, and that ``L(+-delta)`` fits int64 as the seed forms it. When it
     holds, :func:`_moved_a_unchecked` skips the per-op guards; when it does not, the checked operations
-    decide (and refuse rather than wrap). A cell of A moves h@B's sums by ``dh * B`` in all T x DM entries."""
+    decide (and refuse rather than wrap). A cell of A moves h@B's sums by ``dh * B`` in all T x DM entries.
+    Public, with :func:`proven_b`, as the one place that chooses the path: replacing it sends every cell
+    down the guarded path (the tests compare the two paths this way)."""
     T, DM = f.y.shape
     return _moves_fit(f, max(q20.max_abs(dh) for dh in dhs) * q20.max_abs(m.B), T * DM, sum_abs_y)
 
 
 def _moves_fit(f: Forward, moved: int, terms: int, sum_abs_y: int) -> bool:
-    """The proof of :func:`_proven_a` and :func:`_proven_b`: each cell moves ``terms`` unrounded sums of h@B
+    """The proof of :func:`proven_a` and :func:`proven_b`: each cell moves ``terms`` unrounded sums of h@B
     by at most ``moved``, and the rest of the computation follows from the forward's largest magnitudes."""
     acc_y = q20.max_abs(f.acc_y) + moved  # |h@B moved|
     y = q20.max_abs(f.xw) + acc_y // S + 1  # |y moved|
@@ -96,7 +98,7 @@ def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, t
     for k0 in range(columns.start, columns.stop, block):
         ks = slice(k0, min(columns.stop, k0 + block))
         moves = tdiv(q20.add(f.acc_h.T[ks, :, None], values[None], "x@A +- x*delta"), S) - f.h.T[ks, :, None]
-        if _proven_a(m, f, [moves], sum_abs_y):
+        if proven_a(m, f, [moves], sum_abs_y):
             _moved_a_unchecked(f, m.B[ks], moves, where_plus, where_minus, out[:, ks], tick)
         else:
             _cells_a_guarded(m, f, shift, ks, out[:, ks], tick)
@@ -104,7 +106,7 @@ def cells_a(m: Model, f: Forward, delta: int, columns: range, out: np.ndarray, t
 
 def _cells_a_guarded(m: Model, f: Forward, shift: np.ndarray, ks: slice, out: np.ndarray,
                      tick: Callable[[int], Any]) -> None:
-    """The columns ``ks`` of A cell by cell, every operation guarded: where :func:`_proven_a` cannot show that
+    """The columns ``ks`` of A cell by cell, every operation guarded: where :func:`proven_a` cannot show that
     nothing overflows, the checked operations decide (and refuse rather than wrap). Rows go in chunks whose
     per-cell moves of h, ``(rows, R, T)``, hold :data:`MOVES_ELEMENTS`, and in pieces whose ``(rows, R, T,
     DM)`` temporaries hold :data:`CHECKED_ELEMENTS`."""
@@ -168,7 +170,7 @@ def _moved_a_unchecked(f: Forward, B: np.ndarray, moves: np.ndarray, where_plus:
     (k, t, distinct value), in cache-sized blocks of whole numpy operations, and gathered: the same integers
     as the seed's whole forwards, at a fraction of the work. ``moves`` (R, T, V) holds each distinct move of h,
     ``where_plus``/``where_minus`` (T, DM) which one each cell makes (see :func:`_distinct_shifts`).
-    :func:`_proven_a` has shown that nothing here leaves int64: every G is a partial sum of a moved loss
+    :func:`proven_a` has shown that nothing here leaves int64: every G is a partial sum of a moved loss
     ``L(+-delta)``, which is below ``q20.SQUARES_LIMIT``.
     """
     R, T, V = moves.shape
@@ -209,9 +211,9 @@ def diffs_fast_b(m: Model, f: Forward, delta: int, pace: Pacer) -> np.ndarray:
 
 def cells_b(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray) -> None:
     """Loss differences of the cells of B in ``rows`` (values of k) into ``out`` (R x DM): by
-    :func:`_moved_b_unchecked` where :func:`_proven_b` shows nothing can overflow, else every operation
+    :func:`_moved_b_unchecked` where :func:`proven_b` shows nothing can overflow, else every operation
     guarded (refusing rather than wrapping)."""
-    if _proven_b(f, delta):
+    if proven_b(f, delta):
         _moved_b_unchecked(f, delta, rows, out)
         return
     shift = q20.mul(f.h.T[rows.start : rows.stop, None, :], delta, "h * delta")  # (rows, 1, T)
@@ -222,14 +224,14 @@ def cells_b(m: Model, f: Forward, delta: int, rows: range, out: np.ndarray) -> N
     out[rows.start : rows.stop] = _loss_delta(f.loss, f.y.T[None], yp, ym, (2,))
 
 
-def _proven_b(f: Forward, delta: int) -> bool:
-    """As :func:`_proven_a`, for B: a cell of B moves h@B's sums by ``h * delta`` in one column of y, T entries."""
+def proven_b(f: Forward, delta: int) -> bool:
+    """As :func:`proven_a`, for B: a cell of B moves h@B's sums by ``h * delta`` in one column of y, T entries."""
     return _moves_fit(f, q20.max_abs(f.h) * delta, f.y.shape[0], _sum_abs(f.y))
 
 
 def _moved_b_unchecked(f: Forward, delta: int, rows: range, out: np.ndarray) -> None:
     """``L(+delta) - L(-delta)`` per cell (k, j) of B's ``rows``, as ``sum_t (yp - ym)(yp + ym)`` over column j
-    of the moved y, in cache-sized blocks of (k, t) without per-operation guards (:func:`_proven_b` holds)."""
+    of the moved y, in cache-sized blocks of (k, t) without per-operation guards (:func:`proven_b` holds)."""
     T, DM = f.y.shape
     shift = f.h.T[rows.start : rows.stop] * delta  # (R, T): how far h@B's column moves, per k and t
     for ks, t_blocks in _blocks(len(rows), T, DM):

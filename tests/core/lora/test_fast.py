@@ -137,8 +137,8 @@ def test_small_blocks_give_the_same_integers(monkeypatch):
 
 def test_the_guarded_path_gives_the_same_integers(monkeypatch):
     want_a, want_b = _naive(5, 7, 3, 1000)
-    monkeypatch.setattr(fast, "_proven_a", lambda *args: False)
-    monkeypatch.setattr(fast, "_proven_b", lambda *args: False)
+    monkeypatch.setattr(fast, "proven_a", lambda *args: False)
+    monkeypatch.setattr(fast, "proven_b", lambda *args: False)
     m, f = _model(5, 7, 3)
     ticks = []
     out = np.zeros((7, 3), np.int64)
@@ -150,7 +150,7 @@ def test_the_guarded_path_gives_the_same_integers(monkeypatch):
 
 def test_the_guarded_path_with_a_rank_above_the_rows(monkeypatch):
     want_a, _ = _naive(2, 5, 4, 777)
-    monkeypatch.setattr(fast, "_proven_a", lambda *args: False)
+    monkeypatch.setattr(fast, "proven_a", lambda *args: False)
     m, f = _model(2, 5, 4)
     out = np.zeros((5, 4), np.int64)
     fast.cells_a(m, f, 777, range(4), out, lambda n: None)
@@ -159,7 +159,7 @@ def test_the_guarded_path_with_a_rank_above_the_rows(monkeypatch):
 
 def test_the_guarded_path_in_small_chunks_gives_the_same_integers(monkeypatch):
     want_a, _ = _naive(5, 7, 3, 1000)
-    monkeypatch.setattr(fast, "_proven_a", lambda *args: False)
+    monkeypatch.setattr(fast, "proven_a", lambda *args: False)
     monkeypatch.setattr(fast, "MOVES_ELEMENTS", 3 * 3 * 5)  # three rows of A per chunk (rows, R, T)
     monkeypatch.setattr(fast, "CHECKED_ELEMENTS", 2 * 3 * 5 * 7)  # two rows per piece (rows, R, T, DM)
     m, f = _model(5, 7, 3)
@@ -176,7 +176,7 @@ def test_the_guarded_path_in_small_chunks_gives_the_same_integers(monkeypatch):
 
 
 def test_the_guarded_path_takes_one_row_per_piece_when_one_fills_it(monkeypatch):
-    monkeypatch.setattr(fast, "_proven_a", lambda *args: False)
+    monkeypatch.setattr(fast, "proven_a", lambda *args: False)
     monkeypatch.setattr(fast, "CHECKED_ELEMENTS", 3 * 5 * 7 + 1)
     m, f = _model(5, 7, 3)
     ticks = []
@@ -190,8 +190,8 @@ def test_cells_fill_only_the_columns_and_rows_asked_for(monkeypatch):
     m, f = _model(5, 7, 3)
     for proven in (True, False):
         if not proven:
-            monkeypatch.setattr(fast, "_proven_a", lambda *args: False)
-            monkeypatch.setattr(fast, "_proven_b", lambda *args: False)
+            monkeypatch.setattr(fast, "proven_a", lambda *args: False)
+            monkeypatch.setattr(fast, "proven_b", lambda *args: False)
         out_a = np.full((7, 3), -1, np.int64)
         ticks = []
         fast.cells_a(m, f, 1000, range(1, 3), out_a, ticks.append, fast.x_shifts(m, 1000))
@@ -216,15 +216,15 @@ def test_cells_b_past_the_first_row_in_small_blocks(monkeypatch):
 
 def test_the_proofs_hold_for_an_ordinary_model():
     m, f = _model(3, 6, 2)
-    assert fast._proven_b(f, 2097)
+    assert fast.proven_b(f, 2097)
     shift, values, _, _ = fast.x_shifts(m, 2097)
     moves = q20.tdiv(f.acc_h.T[:, :, None] + values[None], q20.S) - f.h.T[:, :, None]
-    assert fast._proven_a(m, f, [moves], fast._sum_abs(f.y))
+    assert fast.proven_a(m, f, [moves], fast._sum_abs(f.y))
 
 
 def test_the_proofs_fail_for_moves_near_the_limit():
     m, f = _model(3, 6, 2)
-    assert not fast._proven_b(f, 1 << 40)
+    assert not fast.proven_b(f, 1 << 40)
     assert not fast._moves_fit(f, q20.LIMIT, 1, 0)
     assert fast._moves_fit(f, 0, 1, 0)
 
@@ -289,7 +289,7 @@ def test_the_proven_path_equals_the_checked_path(monkeypatch):
     f = core_lora.forward(m)
     plain = RunContext(params={})
     proven = fast.diffs_fast_a(m, f, 2097, plain)
-    monkeypatch.setattr(fast, "_proven_a", lambda *args: False)  # every chunk through the per-op guards
+    monkeypatch.setattr(fast, "proven_a", lambda *args: False)  # every chunk through the per-op guards
     checked = fast.diffs_fast_a(m, f, 2097, plain)
     assert proven.tolist() == checked.tolist()
     assert np.count_nonzero(proven[:, 4]) > DM // 2  # the last column is really computed
@@ -313,7 +313,7 @@ def test_the_proven_path_gives_the_seeds_integers_when_no_move_repeats(T, DM, R,
     f = core_lora.forward(m)
     dhs = [(q20.tdiv(f.acc_h.T[None] + sign * m.x.T[:, None, :] * 2097, q20.S) - f.h.T[None]) for sign in (1, -1)]
     assert np.unique(np.concatenate([d[:, 0, 0] for d in dhs])).size > DM  # the moves of h[0, 0] barely repeat
-    assert fast._proven_a(m, f, dhs, int(np.abs(f.y).sum()))
+    assert fast.proven_a(m, f, dhs, int(np.abs(f.y).sum()))
     got = fast.diffs_fast_a(m, f, 2097, RunContext(params={}))
     assert got.reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
 
@@ -335,7 +335,7 @@ def test_any_chunk_gives_the_same_integers(T, DM, R, moves, checked, monkeypatch
     block = max(1, moves * R * T // (T * V))
     blocks = [min(block, R - k) for k in range(0, R, block)]
     for proven in (True, False):
-        monkeypatch.setattr(fast, "_proven_a", lambda *args, p=proven: p)
+        monkeypatch.setattr(fast, "proven_a", lambda *args, p=proven: p)
         out, ticks = np.zeros((DM, R), np.int64), []
         fast.cells_a(m, f, 2097, range(R), out, ticks.append)
         assert out.reshape(-1).tolist() == want_a.tolist()
@@ -443,7 +443,7 @@ def test_near_the_int64_bound_the_fast_path_matches_python_integers(proven, monk
     peak = q20.max_abs(f.y) ** 2
     assert f.loss + peak * 2 >= q20.LIMIT  # B's coarse bound (T terms) fails, and A's (T x DM) too
     if not proven:
-        monkeypatch.setattr(fast, "_proven_a", lambda *args: False)
+        monkeypatch.setattr(fast, "proven_a", lambda *args: False)
     plain = RunContext(params={})
     assert fast.diffs_fast_a(m, f, 2097, plain).reshape(-1).tolist() == _python_int_diffs(m, m.A, 2097)
     assert fast.diffs_fast_b(m, f, 2097, plain).reshape(-1).tolist() == _python_int_diffs(m, m.B, 2097)
@@ -469,6 +469,6 @@ def test_the_a_priori_proof_fails_when_l_plus_delta_could_reach_2_63():
     from nxgates.core import q20
     dhs = [np.ones((1, 2, 3), dtype=np.int64)] * 2
     sum_abs_y = int(np.abs(f.y).sum())
-    assert fast._proven_a(m, f, dhs, sum_abs_y) is True
+    assert fast.proven_a(m, f, dhs, sum_abs_y) is True
     f.loss = q20.SQUARES_LIMIT - 1
-    assert fast._proven_a(m, f, dhs, sum_abs_y) is False
+    assert fast.proven_a(m, f, dhs, sum_abs_y) is False

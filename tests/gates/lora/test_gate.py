@@ -70,7 +70,7 @@ def test_fast_path_without_the_a_priori_proof_gives_the_same_integers(lora_param
     """The guarded fallback (every op checked) and the proven path must agree."""
     params = {**lora_params, "T": 5, "DM": 33, "R": 4}
     proven = lora_gate.run(ctx(params))
-    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: False)
+    monkeypatch.setattr(lora_fast, "proven_a", lambda *args: False)
     checked = lora_gate.run(ctx(params))
     assert proven.metrics == checked.metrics
 

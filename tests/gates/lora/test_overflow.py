@@ -123,12 +123,12 @@ def test_the_proof_never_lets_through_what_a_guard_refuses(edge, monkeypatch):
     case, label = PROOF_EDGES[edge]
     m, f = _crafted(*case)
     verdicts = []
-    proof = lora_fast._proven_a
-    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    proof = lora_fast.proven_a
+    monkeypatch.setattr(lora_fast, "proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
     with pytest.raises(q20.Q20Overflow, match=label):
         _cells_a(m, f)
     assert verdicts and not any(verdicts)
-    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: False)
+    monkeypatch.setattr(lora_fast, "proven_a", lambda *args: False)
     with pytest.raises(q20.Q20Overflow, match=label):
         _cells_a(m, f)  # the checked path on its own: the edge is that guard's
 
@@ -167,12 +167,12 @@ def test_the_proof_for_b_never_lets_through_what_a_guard_refuses(edge, monkeypat
     case, label = PROOF_EDGES_B[edge]
     m, f, delta = _crafted_b(*case)
     verdicts = []
-    proof = lora_fast._proven_b
-    monkeypatch.setattr(lora_fast, "_proven_b", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    proof = lora_fast.proven_b
+    monkeypatch.setattr(lora_fast, "proven_b", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
     with pytest.raises(q20.Q20Overflow, match=label):
         lora_fast.cells_b(m, f, delta, range(1), np.zeros(m.B.shape, np.int64))
     assert verdicts == [False]
-    monkeypatch.setattr(lora_fast, "_proven_b", lambda *args: False)
+    monkeypatch.setattr(lora_fast, "proven_b", lambda *args: False)
     with pytest.raises(q20.Q20Overflow, match=label):
         lora_fast.cells_b(m, f, delta, range(1), np.zeros(m.B.shape, np.int64))  # the edge is that guard's
 
@@ -185,10 +185,10 @@ def test_the_proof_for_b_holds_and_its_path_equals_the_checked_one(monkeypatch):
         f = core_lora.forward(m)
         if xw is not None:  # crafted: y moves from about 2^28 by about 2^28, each term's 58 bits all in use
             m, f, delta = _crafted_b(T, DM, (1 << 28) + 777, delta, 0, xw, T * DM * xw * xw)
-        assert lora_fast._proven_b(f, delta)
+        assert lora_fast.proven_b(f, delta)
         want = np.zeros(m.B.shape, np.int64)
         with monkeypatch.context() as patched:
-            patched.setattr(lora_fast, "_proven_b", lambda *args: False)
+            patched.setattr(lora_fast, "proven_b", lambda *args: False)
             lora_fast.cells_b(m, f, delta, range(m.B.shape[0]), want)
         for elements in (1, 2 * DM, T * DM, 1 << 16):  # one (k, t) a block, uneven blocks of t, blocks of k
             monkeypatch.setattr(lora_fast, "MOVED_ELEMENTS", elements)
@@ -202,7 +202,7 @@ def test_the_proof_holds_for_an_ordinary_model(monkeypatch):
     m = core_lora.init_model(2, 3, 2)
     f = core_lora.forward(m)
     verdicts = []
-    proof = lora_fast._proven_a
-    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
+    proof = lora_fast.proven_a
+    monkeypatch.setattr(lora_fast, "proven_a", lambda *args: verdicts.append(proof(*args)) or verdicts[-1])
     _cells_a(m, f)
     assert verdicts and all(verdicts)

@@ -99,7 +99,7 @@ class Recorder(Progress):
 @pytest.mark.parametrize("algorithm", ["fast", "naive"])
 @pytest.mark.parametrize("T,DM,R", [(2, 5, 2), (3, 40, 7)])
 def test_progress_counts_every_gradcheck_cell_once(algorithm, T, DM, R, monkeypatch):
-    monkeypatch.setattr(lora_fast, "_proven_a", lambda *args: False)  # the guarded path too
+    monkeypatch.setattr(lora_fast, "proven_a", lambda *args: False)  # the guarded path too
     rec = Recorder()
     lora_gate.run(RunContext(params={**ODD, "T": T, "DM": DM, "R": R, "algorithm": algorithm}, progress=rec))
     assert rec.events == [("gradcheck cells", 2 * DM * R)]
