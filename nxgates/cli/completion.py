@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from nxgates.cli.group import COMPLETE_VAR
-from nxgates.cli.options import NxCommand
+from nxgates.cli.group import COMPLETE_VAR, NxCommand
 from nxgates.registry.names import ALL
 
 if TYPE_CHECKING:
@@ -28,10 +27,10 @@ SHELLS = ("bash", "zsh", "fish")
 
 def _registry(ctx: click.Context) -> Registry | None:
     """The registry the command line names so far (``--config`` if typed before), None if it cannot load."""
-    from nxgates.cli.options import load_registry
+    from nxgates import registry
 
     try:
-        return load_registry(ctx.params.get("config"))
+        return registry.load(ctx.params.get("config") or None)
     except Exception:  # a broken gates.toml: the shell offers nothing rather than a traceback
         return None
 

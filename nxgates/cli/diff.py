@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import NxCommand, completes
+from nxgates.cli.group import NxCommand
+from nxgates.cli.options import completes
 from nxgates.errors import EXIT_FAIL, EXIT_PASS
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import NxCommand, completes, config_option, load_registry
+from nxgates.cli.group import NxCommand
+from nxgates.cli.options import completes, config_option, load_registry
 from nxgates.errors import ConfigError
 
 

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 MAX_REPEAT = 10_000  #: --repeat's upper bound (one --timeout covers all the runs of a gate anyway)
-HELP_TERM_WIDTH = 30  #: the widest option column of a command's help (click's own default)
 CONFIG_PATH = click.Path(dir_okay=False)  #: shared: each click.Path costs a gettext lookup at start-up
 
 
@@ -90,38 +89,3 @@ def completes(kind: str) -> Callable[[click.Context, click.Parameter, str], list
         return complete_word(kind, ctx, incomplete)
 
     return complete
-
-
-class NxCommand(click.Command):
-    """A command whose help lists its options under headings and ends with one example.
-
-    ``sections`` maps a heading to the option names it holds, in order; options in no section follow under
-    "Other options". Written with click's own formatter, so it costs nothing at start-up.
-    """
-
-    def __init__(self, *args: Any, sections: dict[str, tuple[str, ...]] | None = None, example: str = "",
-                 **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.sections = sections or {}
-        self.example = example
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        records = {param.name: param.get_help_record(ctx) for param in self.get_params(ctx)
-                   if isinstance(param, click.Option)}
-        records = {name: record for name, record in records.items() if record is not None}
-        placed = {name for names in self.sections.values() for name in names}
-        groups = [(heading, [records[name] for name in names if name in records])
-                  for heading, names in self.sections.items()]
-        groups.append(("Other options" if self.sections else "Options",
-                       [record for name, record in records.items() if name not in placed]))
-        width = min(HELP_TERM_WIDTH, max(len(term) for term, _ in records.values()))
-        for heading, rows in groups:
-            if rows:  # one column for the help of every heading: the sections read as one table
-                with formatter.section(heading):
-                    formatter.write_dl([(term.ljust(width), text) for term, text in rows], col_max=width)
-
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        super().format_epilog(ctx, formatter)
-        if self.example:
-            with formatter.section("Example"):
-                formatter.write(f"{'':>{formatter.current_indent}}{self.example}\n")

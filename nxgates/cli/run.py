@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from nxgates.cli.group import NxCommand
 from nxgates.cli.options import (
     MAX_REPEAT,
-    NxCommand,
     OnceOption,
     completes,
     config_option,

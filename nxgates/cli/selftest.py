@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nxgates.cli.options import NxCommand, OnceOption, completes, config_option, debug_option, timeout_option
+from nxgates.cli.group import NxCommand
+from nxgates.cli.options import OnceOption, completes, config_option, debug_option, timeout_option
 from nxgates.errors import EXIT_FAIL, EXIT_INTERNAL
 
 
