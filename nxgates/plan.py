@@ -19,7 +19,8 @@ from typing import Any
 from nxgates.errors import ConfigError, NxError
 from nxgates.gatekit import ParamValue, Progress
 from nxgates.registry import GateEntry
-from nxgates.runner import INERT, GateReport, run_gate, run_repeated
+from nxgates.runner import INERT, REFUSED, GateReport, run_gate, run_repeated
+from nxgates.safeio import distinct_files
 
 #: the check a planted run gets when it proved nothing: its fault was missed, or it changed nothing
 LIAR_KILL = "liar-kill"
@@ -226,30 +227,6 @@ def load_registry(config: str | None) -> Any:
     return registry.load(config)
 
 
-def distinct_files(paths: dict[str, str | None]) -> None:
-    """Two options naming one file would lose one of them (a report overwritten by the other, a log or
-    gradients overwritten while read): exit 2. Paths are compared as real paths, and existing files by
-    device and inode, so ``./r.json``, a symlink and a hardlink all count as the same file."""
-    from nxgates.safeio import same_file_key
-
-    seen: dict[object, str] = {}
-    for flag, path in paths.items():
-        if path == "":
-            raise ConfigError(f"{flag}: empty path")
-        if path is None or path == "-":
-            continue
-        try:
-            real = os.path.realpath(path)
-        except OSError as exc:  # e.g. the current directory was deleted under us
-            raise ConfigError(f"{flag} {path}: cannot resolve the path: {exc.strerror or exc}") from None
-        for key in (real, same_file_key(path)):
-            if key is None:
-                continue
-            if key in seen:
-                raise ConfigError(f"{seen[key]} and {flag} name the same file {path}; give each its own")
-            seen[key] = flag
-
-
 def check_stdout_reports(reports: dict[str, str | None]) -> None:
     """At most one report on standard output, and only one that is a stream (not --html or --summary)."""
     for flag in FILE_ONLY_REPORTS:
@@ -374,14 +351,15 @@ def judge_planted(entry: GateEntry, params: dict[str, ParamValue], options: dict
     report.error, report.error_kind = why, INERT
 
 
-def refused_report(entry: GateEntry, params: dict[str, ParamValue], fault: str, why: str) -> GateReport:
-    """A planted run that was not started: the gate knows ``fault`` cannot show at ``params``."""
+def refused_report(entry: GateEntry, params: dict[str, ParamValue], fault: str | None, why: str,
+                   kind: str = INERT) -> GateReport:
+    """A run that proved nothing, as a report: a planted fault the gate knows cannot show at ``params`` (never
+    started; ``INERT``), or parameters the gate refused once running (``REFUSED``). Exit 2 either way."""
     from nxgates.gatekit import GateOutput
 
     out = GateOutput()
-    message = f"--inject {fault}: {why}"
-    out.check(LIAR_KILL, False, message, seconds=0.0)
-    return GateReport(entry.name, dict(params), out, 0.0, fault, message, INERT)
+    out.check(LIAR_KILL if kind == INERT else REFUSED, False, why, seconds=0.0)
+    return GateReport(entry.name, dict(params), out, 0.0, fault, why, kind)
 
 
 def moved_figures(planted: GateReport, clean: GateReport) -> list[str]:

@@ -134,8 +134,9 @@ class GateCollector(pytest.Collector):
 
         try:
             report = self.plan.run(self.gate)
-        except NxError as exc:  # e.g. sizes beyond this machine's memory: the gate could not run
-            pytest.fail(f"{self.name}: {exc}", pytrace=False)
+        except NxError as exc:  # refused once running (sizes beyond memory, a rate made for other sizes): a
+            # usage error, as `nxgates run` makes it (exit 2), never a failed check
+            pytest.exit(_shown(f"nxgates: {self.name}: {exc}"), returncode=pytest.ExitCode.USAGE_ERROR)
         if report.error_kind == INERT:  # a usage error, as `nxgates run` makes it (exit 2): nothing was proved
             pytest.exit(_shown(f"nxgates: {self.name}: {report.error}"), returncode=pytest.ExitCode.USAGE_ERROR)
         if report.error:  # crashed or timed out: an error of each item, never a failed check

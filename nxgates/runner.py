@@ -26,6 +26,8 @@ from nxgates.registry import GateEntry
 
 #: the error kind of a planted run whose fault moved no pinned figure: a usage error (exit 2), never green
 INERT = "inert"
+#: the error kind of a run the selftest could not make: the gate refused its parameters once running (exit 2)
+REFUSED = "refused"
 
 
 @dataclass(eq=False)  # records, never compared by value; a generated __eq__ only costs start-up
@@ -62,6 +64,8 @@ class GateReport:
             return f"{self.name}: ERROR -- {self.error}"
         if self.error_kind == INERT:
             return f"{self.name}: NO PROOF -- {self.error}"
+        if self.error_kind == REFUSED:
+            return f"{self.name}: REFUSED -- {self.error}"
         return self.output.green if self.passed else self.output.red
 
 
@@ -174,7 +178,7 @@ def exit_code(reports: list[GateReport]) -> int:
     planted fault changed nothing, so the run could prove nothing."""
     if any(r.error_kind == "crash" for r in reports):
         return EXIT_INTERNAL
-    if any(r.error_kind == INERT for r in reports):
+    if any(r.error_kind in (INERT, REFUSED) for r in reports):
         return EXIT_USAGE
     return EXIT_PASS if reports and all(r.passed for r in reports) else EXIT_FAIL
 

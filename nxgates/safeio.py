@@ -209,3 +209,25 @@ def same_file_key(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+def distinct_files(paths: dict[str, str | None]) -> None:
+    """Two options naming one file would lose one of them (a report overwritten by the other, a log or
+    gradients overwritten while read): exit 2. Paths are compared as real paths, and existing files by
+    device and inode, so ``./r.json``, a symlink and a hardlink all count as the same file."""
+    seen: dict[object, str] = {}
+    for flag, path in paths.items():
+        if path == "":
+            raise ConfigError(f"{flag}: empty path")
+        if path is None or path == "-":
+            continue
+        try:
+            real = os.path.realpath(path)
+        except OSError as exc:  # e.g. the current directory was deleted under us
+            raise ConfigError(f"{flag} {path}: cannot resolve the path: {exc.strerror or exc}") from None
+        for key in (real, same_file_key(path)):
+            if key is None:
+                continue
+            if key in seen:
+                raise ConfigError(f"{seen[key]} and {flag} name the same file {path}; give each its own")
+            seen[key] = flag

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from nxgates.errors import NxError
 from nxgates.gatekit import Variant
 from nxgates.plan import RunPlan, fault_cannot_show, refused_report
-from nxgates.runner import GateReport
+from nxgates.runner import REFUSED, GateReport
 
 
 class KillRow(NamedTuple):  # immutable: a NamedTuple costs start-up less than a dataclass
@@ -49,9 +50,12 @@ def selftest(plan: RunPlan, on_row: Callable[[KillRow], None] | None = None,
                     params = {**gate.params, **variant.params}
                     why = None if fault is None else fault_cannot_show(gate.entry, fault, params)
                     if why is not None:
-                        report = refused_report(gate.entry, params, fault, why)
+                        report = refused_report(gate.entry, params, fault, f"--inject {fault}: {why}")
                     else:
-                        report = plan.run(gate, fault=fault, extra_params=variant.params)
+                        try:
+                            report = plan.run(gate, fault=fault, extra_params=variant.params)
+                        except NxError as exc:  # refused once running: a row that proves nothing
+                            report = refused_report(gate.entry, params, fault, str(exc), REFUSED)
                     row = KillRow(gate.name, fault, report, spec.caught_by if spec else (), variant.label)
                     rows.append(row)
                     if on_row is not None:

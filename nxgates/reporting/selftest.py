@@ -7,7 +7,7 @@ from typing import Any
 from nxgates import __version__
 from nxgates.plan import LIAR_KILL
 from nxgates.reporting.console import Renderer
-from nxgates.runner import INERT
+from nxgates.runner import INERT, REFUSED
 from nxgates.selftest import KillRow
 
 
@@ -24,11 +24,13 @@ class KillTable:
         gate = f"{row.gate}[{row.variant}]" if row.variant else row.gate
         if row.fault is None:
             result, by = ("PASS" if row.ok else "FAIL"), "all checks" if row.ok else ", ".join(row.failed_checks)
+            if row.report.error_kind == REFUSED:  # the gate refused these parameters once running
+                result, by = "REFUSED", row.report.error or ""
             line = f"{gate:<22}{'(clean)':<20}{'pass':<10}{result:<10}{by}"
         else:
             result, by = ("caught" if row.ok else "MISSED"), ", ".join(row.failed_checks)
             judged = [c.detail for c in row.report.output.checks if c.name == LIAR_KILL and not c.passed]
-            if row.report.error_kind == INERT:  # the fault changed nothing here: nothing was proved
+            if row.report.error_kind in (INERT, REFUSED):  # nothing was proved at these parameters
                 result, by = "NO PROOF", row.report.error or ""
             elif judged:  # every check passed, yet the fault moved the gate's figures
                 by = judged[0]

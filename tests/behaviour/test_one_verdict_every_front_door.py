@@ -48,6 +48,8 @@ CASES = [
     ("lora", "transposed-b", ("R=1",), REFUSED),  # inert: changes nothing at rank 1
     ("dp-train", "completion-order", ("B=2",), REFUSED),  # the gate knows before running
     ("dp-train", None, ("B=4", "steps=2"), GREEN),
+    ("lora-train", None, ("DM=64",), REFUSED),  # the seed's rate at sizes it was not made for: refused once run
+    ("lora-train", None, ("DM=64", "lr_q=0"), GREEN),  # a derived rate
     ("twice", None, (), RED),
     ("undeclared", None, (), RED),
     ("silent", None, (), RED),
