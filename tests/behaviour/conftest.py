@@ -17,19 +17,19 @@ from tests.behaviour.from_outside import Plugins
 @pytest.fixture
 def plugins(tmp_path: Path) -> Callable[..., Plugins]:
     """``plugins(gate=source, ...)``: each gate's module written under a fresh site directory, registered
-    in one fake distribution ``rel-plugins 1.0``."""
+    in one fake distribution ``fixture-plugins 1.0``."""
 
     def install(**gates: str) -> Plugins:
         site = tmp_path / "site"
         site.mkdir(exist_ok=True)
         points = {}
         for gate, source in gates.items():
-            module = f"rel_{gate.replace('-', '_')}"
+            module = f"fixture_{gate.replace('-', '_')}"
             (site / f"{module}.py").write_text(source)
             points[gate] = module
-        info = site / "rel_plugins-1.0.dist-info"
+        info = site / "fixture_plugins-1.0.dist-info"
         info.mkdir(exist_ok=True)
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rel-plugins\nVersion: 1.0\n")
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fixture-plugins\nVersion: 1.0\n")
         lines = "".join(f"{k} = {v}\n" for k, v in points.items())
         (info / "entry_points.txt").write_text(f"[nxgates.gates]\n{lines}")
         work = tmp_path / "work"
