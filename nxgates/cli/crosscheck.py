@@ -42,6 +42,7 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
     from nxgates.reporting import files
     from nxgates.reporting.console import Renderer
     from nxgates.reporting.crosscheck import CrosscheckHeading, render_crosscheck
+    from nxgates.safeio import distinct_files
 
     if gate == "all":  # one log is the output of one gate's seed program
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
@@ -52,8 +53,8 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
         raise ConfigError(f"gate {entry.name!r} has no seed log format to crosscheck (crosscheck knows: {known})")
     plan.check_stdout_reports({"--json": json_path, "--junit": junit_path})
-    plan.distinct_files({"--json": json_path, "--junit": junit_path, "LOG": log, "--source": source,
-                         "--inputs": inputs})
+    distinct_files({"--json": json_path, "--junit": junit_path, "LOG": log, "--source": source,
+                    "--inputs": inputs})
     files.check_writable(json_path, "--json")
     files.check_writable(junit_path, "--junit")
     params = xc.effective_params(entry, preset, sets, source)
