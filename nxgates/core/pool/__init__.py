@@ -8,10 +8,7 @@ reaches by handle is registered (:mod:`.handles`), and movable tasks a worker ma
 
 from __future__ import annotations
 
-import sys
-
 from nxgates.core.cpus import EXECUTORS, AutoExecutor, auto_workers, choose_executor
-from nxgates.core.pool import handles
 from nxgates.core.pool.forked import ProcessWorkerPool, check_workers, max_process_workers
 from nxgates.core.pool.handles import resolve
 from nxgates.core.pool.interface import Pool, TaskRecord, WaitResult
@@ -20,9 +17,6 @@ from nxgates.core.pool.local import ThreadWorkerPool, WorkerPool
 __all__ = ["EXECUTORS", "AutoExecutor", "Pool", "ProcessWorkerPool", "TaskRecord", "ThreadWorkerPool", "WaitResult",
            "WorkerPool", "auto_workers", "check_workers", "choose_executor", "dask_available", "make_pool",
            "max_process_workers", "resolve"]
-
-#: the handle registry's former module path (``nxgates.core.pool.shared``), which callers still import
-sys.modules[f"{__name__}.shared"] = handles
 
 
 def dask_available() -> bool:

@@ -118,15 +118,19 @@ def test_sweep_removes_only_dead_runs_directories(temp, dead_pid, sleeper, stubb
 
 
 def test_sweep_gives_up_quietly_when_the_temp_dir_cannot_be_listed(monkeypatch):
+    tried = []
+
     class Unlistable:
         def __init__(self, path):
             pass
 
         def glob(self, pattern):
+            tried.append(pattern)
             raise PermissionError("cannot list")
 
     monkeypatch.setattr(dask_scratch, "Path", Unlistable)
-    sweep_stale()
+    assert sweep_stale() is None  # no PermissionError escapes
+    assert tried == [f"{dask_scratch.PREFIX}*-*"]  # it did look, and gave up on the error
 
 
 def test_sweep_looks_for_the_prefix_in_the_temp_dir(temp, monkeypatch):

@@ -45,9 +45,3 @@ def test_forget_leaves_other_handles_alone():
     finally:
         forget(keep)
         forget(fresh)
-
-
-def test_the_registry_is_still_found_at_its_former_path():
-    from nxgates.core.pool import shared
-
-    assert (shared.register, shared.resolve, shared.forget) == (register, resolve, forget)

@@ -5,10 +5,10 @@ import pickle
 import warnings
 
 import numpy as np
-from nxgates.core.pool.shared import register
 
 from nxgates.core.mlp import Dims, example_grads
 from nxgates.core.pool import TaskRecord, make_pool
+from nxgates.core.pool.handles import register
 from nxgates.core.tape import F32, Tape, constf, tree_sum
 from nxgates.core.train import batch_mean, tree_leaf_order
 from nxgates.gatekit import RunContext

@@ -322,7 +322,7 @@ def test_t3_names_a_re_run_task_that_never_completed_before_the_deadline(monkeyp
 
 
 def test_t1_lists_at_most_eight_differing_examples(monkeypatch):
-    from nxgates.core.pool.shared import resolve
+    from nxgates.core.pool.handles import resolve
 
     def off_by_one_cell(real, task, worker):
         result = real(task, worker)

@@ -6,9 +6,9 @@ import threading
 
 import numpy as np
 import pytest
-from nxgates.core.pool.shared import forget, register
 
 from nxgates.core.mlp import Dims, MlpInputs, example_grads, init_examples, init_weights
+from nxgates.core.pool.handles import forget, register
 from nxgates.core.tape import F32, Tape, sequential_sum
 from nxgates.gates.parallel_grad import job as job_module
 from nxgates.gates.parallel_grad.job import (
