@@ -129,13 +129,13 @@ class RunPlan:
         return report
 
     def execute(self, on_report: Callable[[GateReport], None],
-                progress: Callable[[], Progress | None] = lambda: None) -> RunOutcome:
+                progress: Callable[[str], Progress | None] = lambda name: None) -> RunOutcome:
         """Every planned gate in turn. A stop signal, or a gate refused while running, ends the run and is
         recorded in the outcome, so the reports of the gates that finished are still written."""
         outcome = RunOutcome()
         try:
             for gate in self.gates:
-                report = self.run(gate, progress=progress())
+                report = self.run(gate, progress=progress(gate.name))  # a bar named after its gate
                 outcome.done.append(report)
                 on_report(report)
         except KeyboardInterrupt as exc:

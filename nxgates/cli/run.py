@@ -132,13 +132,9 @@ def run_cmd(gates: tuple[str, ...], sets: tuple[str, ...], preset: str | None, c
         if report.traceback and debug:
             click.echo(report.traceback, err=True)
 
-    starting = iter(plan.gates)
-
-    def progress(name: str | None = None) -> RichProgress | None:
-        """The plan asks once per gate, in order, just before running it: on a terminal the gate's header
-        shows now, and its bar is titled with its name."""
-        planned = next(starting, None)
-        name = name or (planned.name if planned is not None else "")
+    def progress(name: str) -> RichProgress | None:
+        """The plan asks just before it runs gate ``name``: on a terminal the gate's header shows now, and its
+        bar is titled with its name."""
         if renderer.console is None:
             return None
         renderer.begin(name, plan.fault)

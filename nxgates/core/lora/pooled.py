@@ -108,7 +108,7 @@ def diffs_fast_pooled(m: Model, f: Forward, delta: int, pace: Pacer, workers: in
                        fast.x_shifts(m, delta))
         for out in (job.out_a, job.out_b):  # a cell no task delivered cannot pass by accident
             out[...] = np.iinfo(np.int64).min
-        handle = pool.share(job)
+        handle = pool.register(job)
         for columns in _split(R, pool.n_workers):
             pool.submit(_cells_a_task, CellsTask(handle, columns.start, columns.stop),
                         label=f"A columns {columns.start}..{columns.stop - 1}",

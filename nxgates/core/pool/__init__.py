@@ -12,10 +12,10 @@ from nxgates.core.cpus import EXECUTORS, AutoExecutor, auto_workers, choose_exec
 from nxgates.core.pool.forked import ProcessWorkerPool, check_workers, max_process_workers
 from nxgates.core.pool.handles import resolve
 from nxgates.core.pool.interface import Pool, TaskRecord, WaitResult
-from nxgates.core.pool.local import ThreadWorkerPool, WorkerPool
+from nxgates.core.pool.local import ThreadWorkerPool
 
 __all__ = ["EXECUTORS", "AutoExecutor", "Pool", "ProcessWorkerPool", "TaskRecord", "ThreadWorkerPool", "WaitResult",
-           "WorkerPool", "auto_workers", "check_workers", "choose_executor", "dask_available", "make_pool",
+           "auto_workers", "check_workers", "choose_executor", "dask_available", "make_pool",
            "max_process_workers", "resolve"]
 
 

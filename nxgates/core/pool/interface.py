@@ -107,10 +107,6 @@ class Pool:
         self._registered.append(handle)
         return handle
 
-    def share(self, obj: Any) -> Hashable:
-        """:meth:`register`, under the name the gates call."""
-        return self.register(obj)
-
     def _forget_registered(self) -> None:
         for handle in self._registered:
             forget(handle)

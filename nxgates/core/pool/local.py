@@ -43,8 +43,6 @@ class ThreadWorkerPool(Pool):
         super().close()
 
 
-#: the thread pool's former name, which callers still make, extend and annotate with
-WorkerPool = ThreadWorkerPool
 
 
 def future_error(future: Future) -> BaseException | None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from nxgates.core.chunks import chunk_examples
 from nxgates.core.mlp import Dims, MlpInputs, example_grads, init_data
-from nxgates.core.pool import TaskRecord, WorkerPool, resolve
+from nxgates.core.pool import Pool, TaskRecord, resolve
 from nxgates.core.tape import F32, Tape, tree_sum
 from nxgates.core.train import sgd_step, streamed_batch_mean, tree_leaf_order
 from nxgates.gatekit import RunContext
@@ -142,9 +142,9 @@ class TrainingRun:
 class SgdTrainer:
     """Runs ``steps`` SGD steps of a job, serially (``pool`` None) or as B pool tasks per step."""
 
-    def __init__(self, job: TrainingJob, lr: np.float32, ctx: RunContext, pool: WorkerPool | None = None):
+    def __init__(self, job: TrainingJob, lr: np.float32, ctx: RunContext, pool: Pool | None = None):
         self.job, self.lr, self.ctx, self.pool = job, lr, ctx, pool
-        self.handle = pool.share(job) if pool is not None else 0
+        self.handle = pool.register(job) if pool is not None else 0
         self.order = tree_leaf_order(job.losses.size)  #: the examples in the order the batch tree adds them
         self.keep: np.ndarray | None = None  #: where step 0's first rows are kept (D4), by example
         self.step_weights: Hashable | None = None
@@ -168,7 +168,7 @@ class SgdTrainer:
             else:
                 done_before, start = pool.n_completed(), len(pool.records)
                 if c == 0:  # a remote worker gets this step's weights once, as one more shared object
-                    self.step_weights = pool.share(job.weights()) if pool.remote else None
+                    self.step_weights = pool.register(job.weights()) if pool.remote else None
                 for slot, b in enumerate(examples.tolist()):
                     task = TrainTask(self.handle, b, half, slot, self.step_weights)
                     pool.submit(run_task, task, label=f"example {b}",

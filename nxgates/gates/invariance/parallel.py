@@ -80,7 +80,7 @@ def check_parallel(ctx: RunContext, job: PoolJob, serial: Caller, executor: str,
     n = job.batch.n
     pool = make_pool(executor, workers)
     try:
-        handle = pool.share(job)
+        handle = pool.register(job)
         bounds = chunk_bounds(n, pool.n_workers)
         results: dict[int, tuple[Outputs, float]] = {}
         first = len(pool.records)

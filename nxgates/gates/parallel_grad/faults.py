@@ -1,5 +1,5 @@
 """parallel-grad's planted faults, each planted through a public extension point of the core: the pool's
-:meth:`~nxgates.core.pool.WorkerPool.worker_for` and :meth:`~nxgates.core.pool.WorkerPool.accepts`
+:meth:`~nxgates.core.pool.Pool.worker_for` and :meth:`~nxgates.core.pool.Pool.accepts`
 (overridden by a class :func:`~nxgates.core.pool.make_pool` puts in front of the executor's), and the
 example pass's :class:`~nxgates.core.mlp.ExampleHooks`."""
 
@@ -9,7 +9,7 @@ import threading
 from typing import Any, Protocol
 
 from nxgates.core.mlp import Dims, ExampleHooks
-from nxgates.core.pool import WorkerPool
+from nxgates.core.pool import Pool
 from nxgates.core.tape import F32, Node, Tape
 from nxgates.gatekit import Fault
 from nxgates.gates.parallel_grad.checks import T1, T2, T3
@@ -103,7 +103,7 @@ def task_hooks(job: PlantedState, b: int, worker: int) -> PlantedHooks | None:
     return PlantedHooks(n, barrier) if n or barrier is not None else None
 
 
-def plant_shared_arena(job: PlantedState, pool: WorkerPool, host: HostFiles, chunk: int) -> None:
+def plant_shared_arena(job: PlantedState, pool: Pool, host: HostFiles, chunk: int) -> None:
     """shared-arena: one tape on memory every worker maps, and the barrier that makes the tasks overlap."""
     if pool.remote:
         vals, grads = host.array((job.dims.arena,)), host.array((job.dims.arena,))

@@ -13,7 +13,7 @@ from nxgates.core.mlp import Dims, MlpInputs, init_examples, init_weights, reduc
 from nxgates.core.pool import (
     EXECUTORS,
     AutoExecutor,
-    WorkerPool,
+    Pool,
     auto_workers,
     check_workers,
     choose_executor,
@@ -96,7 +96,7 @@ def run(ctx: RunContext) -> GateOutput:
             compare.close()
 
 
-def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int, compare: GradReader | None
+def _run(ctx: RunContext, pool: Pool, host: HostFiles, dims: Dims, B: int, compare: GradReader | None
          ) -> GateOutput:
     out = NamedRedOutput((T1, T2, T3))
     NP = dims.n_params
@@ -119,7 +119,7 @@ def _run(ctx: RunContext, pool: WorkerPool, host: HostFiles, dims: Dims, B: int,
         plant_shared_arena(job, pool, host, chunk)
     # the first chunk's (a cluster's tasks make their own)
     job.x[...], job.t[...] = init_examples(dims, 0, chunk, job.given)
-    handle = pool.share(job)
+    handle = pool.register(job)
     out.info(f"nx_ta_parallel_grad_gate (KEYSTONE: f32 ta_* autograd trains DATA-PARALLEL on the {pool.kind} pool;"
              " per-example grads bit-identical to serial)")
     # ---- pool start-up first: forked workers then do not inherit the serial pass's private arrays. The
@@ -246,8 +246,8 @@ def selftest_variants() -> tuple[Variant, ...]:
         return ()
 
     def one_cluster():
-        from nxgates.core.pool.dask import shared_local_cluster
+        from nxgates.core.pool.dask import session_cluster
 
-        return shared_local_cluster()
+        return session_cluster()
 
     return (Variant("dask", {"executor": "dask", "workers": 2}, one_cluster),)

@@ -17,7 +17,7 @@ import numpy as np
 from nxgates.core.bits import count_differing
 from nxgates.core.gradfiles import GradReader, GradWriter
 from nxgates.core.mlp import example_grads, init_examples
-from nxgates.core.pool import WorkerPool
+from nxgates.core.pool import Pool
 from nxgates.core.tape import F32, Tape
 from nxgates.gatekit import RunContext
 from nxgates.gates.parallel_grad.faults import serial_hooks
@@ -84,7 +84,7 @@ class Tally:
 class PoolStart:
     """The workers' start-up: forked (or started) at once, waited for only before the first parallel pass."""
 
-    def __init__(self, pool: WorkerPool, ctx: RunContext, handle: int):
+    def __init__(self, pool: Pool, ctx: RunContext, handle: int):
         self.pool, self.ctx = pool, ctx
         t0 = time.perf_counter()
         self.target = pool.n_completed() + pool.n_workers
@@ -110,7 +110,7 @@ OVERLAP_FOLD = True
 HAND_OVER_ROWS = 8
 
 
-def stream(ctx: RunContext, pool: WorkerPool, handle: int, job: GradJob, B: int, chunk: int,
+def stream(ctx: RunContext, pool: Pool, handle: int, job: GradJob, B: int, chunk: int,
             compare: GradReader | None, save: GradWriter | None, pool_ready: Callable[[], None]) -> Tally:
     """The batch, chunk by chunk: serial rows, the parallel pass, its re-run, then fold into the tally.
 
@@ -252,7 +252,7 @@ def fold_chunk(tally: Tally, first: int, rows: np.ndarray, job: GradJob, compare
         save.write(rows)
 
 
-def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, output: int, examples: range, serial_buffer: int,
+def parallel_pass(ctx: RunContext, pool: Pool, handle: Any, output: int, examples: range, serial_buffer: int,
                   rows: np.ndarray | None = None) -> PassResult:
     """One parallel pass over ``examples`` (the current chunk), into ``output``: a task per example,
     dealt round-robin, the last quarter movable (:func:`~.job.first_movable`), then a bounded wait for all
@@ -269,7 +269,7 @@ def parallel_pass(ctx: RunContext, pool: WorkerPool, handle: Any, output: int, e
     return PassResult(pool.records[first:], waited, time.perf_counter() - t0)
 
 
-def wait_pass(ctx: RunContext, pool: WorkerPool, done_before: int, B: int):
+def wait_pass(ctx: RunContext, pool: Pool, done_before: int, B: int):
     """Wait in slices so the progress bar moves and the deadline is honoured."""
     shown = 0
     while True:

@@ -172,7 +172,7 @@ def test_a_task_fills_exactly_its_values_of_k(tensor, ks):
     job = _job(T, DM, R)
     task = lora_pooled._cells_a_task if tensor == "a" else lora_pooled._cells_b_task
     with pool_module.make_pool("thread", 1) as pool:
-        task(lora_pooled.CellsTask(pool.share(job), *ks), 0)
+        task(lora_pooled.CellsTask(pool.register(job), *ks), 0)
     outputs = {"a": job.out_a, "b": job.out_b}
     want = np.zeros_like(outputs[tensor])
     cells = (slice(None), slice(*ks)) if tensor == "a" else slice(*ks)
@@ -265,7 +265,7 @@ def test_the_memory_estimate_without_workers_counts_auto(lora_params, monkeypatc
 # ---- the Dask wiring, without a cluster: a pool whose tasks see a pickled copy of the job, as Dask's do ----
 
 
-class CopyingPool(pool_module.WorkerPool):
+class CopyingPool(pool_module.ThreadWorkerPool):
     """A thread pool with Dask's semantics: ``share`` hands the tasks a pickled copy of the object (its
     arrays are not the gate's), and ``remote`` says so; what a task returns reaches ``on_result``."""
 
@@ -276,10 +276,10 @@ class CopyingPool(pool_module.WorkerPool):
         super().__init__(n_workers or 2)
         CopyingPool.made.append((kind, n_workers, fault, scheduler))
 
-    def share(self, obj):
+    def register(self, obj):
         import pickle
 
-        return super().share(pickle.loads(pickle.dumps(obj)))
+        return super().register(pickle.loads(pickle.dumps(obj)))
 
 
 def test_cells_come_back_from_workers_that_hold_a_copy_of_the_job(monkeypatch):
@@ -309,7 +309,7 @@ def test_a_copy_of_the_job_knows_it_is_one():
 
 def test_cells_a_task_returns_them_only_from_a_copy():
     handle_job = _job(2, 5, 3)
-    handle = pool_module.WorkerPool(2).share(handle_job)
+    handle = pool_module.ThreadWorkerPool(2).register(handle_job)
     a_cells, b_cells = lora_pooled.CellsTask(handle, 1, 3), lora_pooled.CellsTask(handle, 0, 2)
     assert lora_pooled._cells_a_task(a_cells, 0) is None and lora_pooled._cells_b_task(b_cells, 0) is None
     handle_job.remote = True

@@ -41,7 +41,7 @@ def test_process_workers_write_shared_arrays():
     with ProcessWorkerPool(2) as pool:
         arr = pool.array((6,), np.int64)
         arr[...] = -1
-        handle = pool.share(arr)  # reached by the forked workers; only the handle is pickled
+        handle = pool.register(arr)  # reached by the forked workers; only the handle is pickled
         for i in range(6):
             pool.submit(_write_shared, (handle, i))
         pool.wait(6, timeout=30)

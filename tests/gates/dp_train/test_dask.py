@@ -49,13 +49,13 @@ def test_dask_streams_a_step_in_chunks_to_the_same_weights(cluster, monkeypatch)
     expected = dp_train.run(ctx({**params, "executor": "thread"})).metrics["weights_sha256"]
     monkeypatch.setattr(chunks, "REMOTE_CHUNK_BYTES", 3 * 4 * (5 * 7 + 3 * 7))  # three rows a chunk
     shared = []
-    real_share = dask_pool.DaskWorkerPool.share
+    real_register = dask_pool.DaskWorkerPool.register
 
-    def share(self, obj):
+    def register(self, obj):
         shared.append(obj)
-        return real_share(self, obj)
+        return real_register(self, obj)
 
-    monkeypatch.setattr(dask_pool.DaskWorkerPool, "share", share)
+    monkeypatch.setattr(dask_pool.DaskWorkerPool, "register", register)
     from nxgates.gates.dp_train.training import TrainingJob
 
     jobs = record_made(monkeypatch, TrainingJob, "make")

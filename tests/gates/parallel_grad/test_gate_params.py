@@ -186,7 +186,7 @@ def test_with_dask_the_selftest_adds_one_dask_variant_of_two_workers(monkeypatch
         yield
 
     module = types.ModuleType("nxgates.core.pool.dask")
-    module.shared_local_cluster = fake_cluster
+    module.session_cluster = fake_cluster
     monkeypatch.setitem(sys.modules, "nxgates.core.pool.dask", module)
     (variant,) = gate.selftest_variants()
     assert variant[:2] == ("dask", {"executor": "dask", "workers": 2})

@@ -9,7 +9,7 @@ import pytest
 from nxgates.core import chunks
 from nxgates.core.memory import fmt_bytes
 from nxgates.core.mlp import Dims
-from nxgates.core.pool.local import WorkerPool
+from nxgates.core.pool.local import ThreadWorkerPool
 from nxgates.gatekit import Check, Line, RunContext
 from nxgates.gates import parallel_grad as pg
 from nxgates.gates.parallel_grad import gate
@@ -147,15 +147,15 @@ def test_tasks_that_raise_are_named_in_t2_t3_and_the_verbose_lines(monkeypatch):
     assert t3.passed is False and t3.detail.startswith("example 0 raised ")
 
 
-class SameHostRemote(WorkerPool):
+class SameHostRemote(ThreadWorkerPool):
     """A pool whose tasks run where the gate's memory is not (as a cluster's), its workers on this host."""
 
     remote, kind, same_host = True, "dask", True
     scheduler, start_seconds = "tcp://127.0.0.1:1", 0.25
 
-    def share(self, obj):
+    def register(self, obj):
         """The tasks get a copy made now, as a cluster's workers do."""
-        return super().share(pickle.loads(pickle.dumps(obj)))
+        return super().register(pickle.loads(pickle.dumps(obj)))
 
 
 class OtherHostRemote(SameHostRemote):
@@ -181,7 +181,7 @@ def test_a_remote_pool_gets_the_same_bits_and_reports_the_cluster(monkeypatch, p
     assert len(made) == (2 if pool_class is SameHostRemote else 0)  # the two passes' rows, in host memory
 
 
-class NotingPool(WorkerPool):
+class NotingPool(ThreadWorkerPool):
     """A pool with something to say about its health, whose tasks all land on worker 0 when told to."""
 
     one_worker = False
@@ -213,7 +213,7 @@ def test_the_pools_notes_are_shown_and_the_first_explains_a_t2_failure(one_worke
         assert (t2.passed, t2.detail) == (True, "8/8 tasks on 2 distinct workers of 2")
 
 
-class CountingPool(WorkerPool):
+class CountingPool(ThreadWorkerPool):
     """A local pool that records the shared arrays the gate makes."""
 
     def __init__(self, n_workers):

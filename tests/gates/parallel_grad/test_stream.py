@@ -10,7 +10,7 @@ import pytest
 
 from nxgates.core.mlp import Dims, example_grads, init_examples, init_weights
 from nxgates.core.pool import WaitResult
-from nxgates.core.pool.local import WorkerPool
+from nxgates.core.pool.local import ThreadWorkerPool
 from nxgates.core.tape import F32, Tape
 from nxgates.gates.parallel_grad import stream as st
 from nxgates.gates.parallel_grad.job import GradJob, TaskContext, prepare_task, run_task, store_row
@@ -317,7 +317,7 @@ def _reference(B):
 
 def _stream(monkeypatch, B, chunk, overlap, fault=None, ctx=None, compare=None):
     monkeypatch.setattr(st, "OVERLAP_FOLD", overlap)
-    pool = WorkerPool(2)
+    pool = ThreadWorkerPool(2)
     NP = DIMS.n_params
     job = GradJob(DIMS, pool.array((NP,)), pool.array((DIMS.D, DIMS.H)), pool.array((chunk, DIMS.D)),
                   pool.array((chunk, DIMS.O)), [pool.array((chunk, NP)), None], fault, n_workers=2)
@@ -329,7 +329,7 @@ def _stream(monkeypatch, B, chunk, overlap, fault=None, ctx=None, compare=None):
     save = Save()
     ready = []
     try:
-        handle = pool.share(job)
+        handle = pool.register(job)
         start = PoolStart(pool, ctx, handle)
         tally = st.stream(ctx, pool, handle, job, B, chunk, compare, save,
                           lambda: (ready.append(1), start.ready()))

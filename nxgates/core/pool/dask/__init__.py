@@ -54,11 +54,10 @@ from nxgates.core.pool.interface import Pool, TaskRecord
 from nxgates.errors import ConfigError
 
 __all__ = ["CONNECT_SECONDS", "INSTALL_HINT", "QUIET", "SCHEDULER_ENV", "DaskWorkerPool", "close_cluster",
-           "local_cluster", "session_cluster", "shared_local_cluster", "silence_distributed"]
+           "local_cluster", "session_cluster", "silence_distributed"]
 
 CONNECT_SECONDS = 8.0  #: how long to try to reach a --scheduler address (and wait for its workers)
 SCHEDULER_ENV = "NXGATES_DASK_SCHEDULER"
-shared_local_cluster = session_cluster  #: its former name, which the parallel-grad gate imports
 
 
 class DaskWorkerPool(Pool):

@@ -227,7 +227,7 @@ def test_a_failed_local_start_closes_what_it_made(fake, monkeypatch):
 def test_register_installs_a_worker_plugin_under_a_fresh_handle(fake):
     with DaskWorkerPool(2) as pool:
         payload = object()
-        h1, h2 = pool.register(payload), pool.share(payload)
+        h1, h2 = pool.register(payload), pool.register(payload)
         assert h1.startswith("nxgates-") and len(h1) == len("nxgates-") + 32 and h1 != h2
         (_, plugin, name), _ = fake.clients[0].calls[1:]
         assert name == h1 and plugin.handle == h1 and plugin.obj is payload

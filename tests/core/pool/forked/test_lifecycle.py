@@ -155,7 +155,7 @@ def test_closing_a_busy_process_pool_ends_its_workers():
     p = ProcessWorkerPool(2)
     pids = p.array((2,), np.int64)
     pids[:] = 0
-    handle = p.share(pids)
+    handle = p.register(pids)
     p.submit(stuck, handle)
     p.submit(stuck, handle)
     assert p.wait(2, timeout=0.5).timed_out
