@@ -3,6 +3,9 @@ import os
 import pytest
 from click.testing import CliRunner
 
+# which tests share an xdist worker, and the /dev/shm check across workers (tests/_xdist.py)
+pytest_plugins = ["tests._xdist"]
+
 
 @pytest.fixture
 def lora_params():
@@ -23,13 +26,43 @@ def invoke(tmp_path, monkeypatch):
     return _invoke
 
 
+@pytest.fixture(scope="session")
+def dask_scheduler():
+    """``dask_scheduler(n)``: the address of a LocalCluster of ``n`` single-threaded worker processes, started on
+    first use and lent to every test of the session that asks for that size (one start, not one per module);
+    stopped, its scratch space removed, at the session's end. Under xdist the modules that start clusters share
+    one worker (tests/_xdist.py), so the run starts one cluster of each size."""
+    pytest.importorskip("distributed")
+    from nxgates.core.pool.dask.cluster import close_cluster, local_cluster
+
+    clusters = {}
+
+    def address(n_workers: int = 2) -> str:
+        if n_workers not in clusters:
+            clusters[n_workers] = local_cluster(n_workers)
+        return clusters[n_workers].scheduler_address
+
+    yield address
+    for cluster in clusters.values():
+        close_cluster(cluster)
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down (pytest's runner), not before
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Nothing of nxgates' stays in /dev/shm after the tests: a file this process made and did not remove fails
-    the run; those of processes that are gone (runs the tests killed) are reclaimed, as the next run would."""
+    the run; those of processes that are gone (runs the tests killed) are reclaimed, as the next run would.
+    Under xdist each worker checks itself and reports to the controller, which fails the run for all of them."""
     from nxgates.core.pool.shm import owned_files, reclaim_stale
+    from tests import _xdist
 
+    config = session.config
     reclaim_stale()
     left = owned_files(os.getpid())
+    if _xdist.is_worker(config):
+        _xdist.report_shm(config, left)  # a worker's exit status is not the run's: the controller judges
+        return
+    if _xdist.is_controller(config):
+        left += _xdist.left_by_workers(config)[1]
     if left:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
