@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test bench lint clean compile peer-venv mutation floors
+.PHONY: run test test-fast bench lint clean compile peer-venv mutation floors
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,19 @@ compile: $(VENV)/.run-installed
 run: compile
 	$(VENV)/bin/nxgates run all
 
+# The suite on every core (pytest-xdist, one worker per core): --dist loadgroup keeps the tests that need the
+# machine (Dask clusters, signals, wall-clock bounds) on one worker, one after another (tests/_xdist.py).
+# XDIST= runs it in one process, as `pytest` alone does.
+XDIST ?= -n auto --dist loadgroup
+
 test: $(VENV)/.dev-installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
+
+# The edit loop: the last run's failures first, stop at the first failure, and leave out the tests that need the
+# machine (marked whole_machine by tests/_xdist.py: Dask clusters, signals, wall-clock bounds; most of the suite's
+# waiting). `make test` runs them all.
+test-fast: $(VENV)/.dev-installed
+	$(PY) -m pytest -q $(XDIST) --ff -x -m "not whole_machine"
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
