@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nxgates.core import lora, q20
-from nxgates.core.lora.gradcheck import gradcheck_adapter
+from nxgates.core.lora.gradcheck import first_unresolved, gradcheck_adapter
 from nxgates.core.memory import require
 from nxgates.core.q20 import S
 from nxgates.core.train import q20_sgd_step
@@ -241,8 +241,6 @@ def refuse_unstable_rate(p: dict, ctx: RunContext, lr_q: int, naming: str) -> No
                           f"derive it, or lr_q <= {stable}")
 
 
-#: the seed's central-difference step, in Q20 units: a finer step's rounding is the user's choice
-SEED_DELTA = 2097
 #: a failed final gradcheck (L3) of a tensor whose max|grad| is under this many times the central difference's
 #: rounding is refused (:func:`refuse_unresolvable`): clean runs were seen to fail L3 up to 6.1 times it, and
 #: the seed's sizes and the presets sit above 150
@@ -251,20 +249,13 @@ RESOLUTION = 16
 
 def refuse_unresolvable(f: lora.Forward, grads: tuple[np.ndarray, np.ndarray], results: list, delta: int,
                         naming: str) -> None:
-    """Refuse, rather than FAIL, a final gradcheck that failed on a tensor it cannot resolve. Each side of a
-    central difference truncates every output cell by under one unit, which moves ``L(+delta) - L(-delta)``
-    by up to twice a row's sum of |y|, so ``num`` by up to ``2 max_t sum_j |y[t,j]| / delta``: where that
-    tensor's largest gradient is within :data:`RESOLUTION` times it, L3's FAIL would say nothing about the
-    training loop."""
-    # a step finer than the seed's is the user's choice of resolution: its FAIL stands
-    widest = max((sum(abs(v) for v in row) for row in f.y.tolist()), default=0)
-    rounding = 2 * widest // max(delta, SEED_DELTA) + 1
-    for name, g, check in zip("AB", grads, results, strict=True):
-        largest = int(np.max(np.abs(g))) if g.size else 0
-        if not check.passed and largest < RESOLUTION * rounding:
-            raise ConfigError(f"lora-train at {naming}: the final d{name} is too small for L3's Q20 gradcheck to "
-                              f"resolve (max|grad| {largest} < {RESOLUTION} x the central difference's rounding "
-                              f"{rounding}); use other steps, lr_q or delta")
+    """Refuse, rather than FAIL, a final gradcheck that failed on a tensor it cannot resolve
+    (:func:`~nxgates.core.lora.gradcheck.first_unresolved`): L3's FAIL would say nothing about the loop."""
+    bad = first_unresolved(f, grads, results, delta, RESOLUTION)
+    if bad is not None:
+        raise ConfigError(f"lora-train at {naming}: the final d{bad.name} is too small for L3's Q20 gradcheck to "
+                          f"resolve (max|grad| {bad.largest} < {RESOLUTION} x the central difference's rounding "
+                          f"{bad.rounding}); use other steps, lr_q or delta")
 
 
 def run(ctx: RunContext) -> GateOutput:

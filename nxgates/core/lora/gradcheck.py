@@ -8,6 +8,7 @@ check for callers outside this gate (lora-train, crosscheck): serial, either alg
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -89,3 +90,32 @@ def gradcheck_adapter(m: Model, f: Forward, grads: tuple[np.ndarray, np.ndarray]
     """The gradcheck of ``grads`` (dA, dB) at the model ``m`` with its forward ``f``: one verdict per tensor."""
     diffs = adapter_diffs(m, f, delta, pace, algorithm)
     return [judge(name, g, d, delta, tol) for name, g, d in zip(NAMES, grads, diffs, strict=True)]
+
+
+#: the seed's central-difference step, in Q20 units: a finer step's rounding is the user's choice
+SEED_DELTA = 2097
+
+
+class Unresolved(NamedTuple):
+    """A tensor whose gradcheck failed where its gradients are too small for the central difference."""
+
+    name: str  #: "A" or "B"
+    largest: int  #: its largest |gradient|
+    rounding: int  #: the most the central difference's truncation moves ``num``
+
+
+def first_unresolved(f: Forward, grads: tuple[np.ndarray, np.ndarray], results: list[Gradcheck], delta: int,
+                     times: int) -> Unresolved | None:
+    """The first tensor whose gradcheck failed on gradients within ``times`` the rounding of the central
+    difference, or None. Each side of a central difference truncates every output cell by under one unit,
+    which moves ``L(+delta) - L(-delta)`` by up to twice a row's sum of |y|, so ``num`` by up to
+    ``2 max_t sum_j |y[t,j]| / delta``: where a tensor's largest gradient is within ``times`` that, a FAIL says
+    that rounding, not a wrong gradient. A step finer than the seed's is the user's choice of resolution: its
+    rounding is taken at the seed's step, so its FAIL stands."""
+    widest = max((sum(abs(v) for v in row) for row in f.y.tolist()), default=0)
+    rounding = 2 * widest // max(delta, SEED_DELTA) + 1
+    for name, g, check in zip("AB", grads, results, strict=True):
+        largest = int(np.max(np.abs(g))) if g.size else 0
+        if not check.passed and largest < times * rounding:
+            return Unresolved(name, largest, rounding)
+    return None

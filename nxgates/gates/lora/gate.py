@@ -69,8 +69,6 @@ def planted_gradients(fault: str | None, f: Forward, dA: np.ndarray, dB: np.ndar
     return dA, dB
 
 
-#: the seed's central-difference step, in Q20 units: a finer step's rounding is the user's choice
-SEED_DELTA = 2097
 #: a failed gradcheck of a tensor whose max|grad| is under this many times the central difference's rounding
 #: is refused (:func:`refuse_unresolvable`): clean runs were seen to fail up to 4.6 times it (T any, DM=22,
 #: R=3, 8, 14, 19), and the seed's sizes sit far above
@@ -79,19 +77,13 @@ RESOLUTION = 8
 
 def refuse_unresolvable(f: Forward, grads: tuple[np.ndarray, np.ndarray], results: list[Gradcheck], delta: int,
                         naming: str) -> None:
-    """Refuse, rather than FAIL, a gradcheck that failed on a tensor it cannot resolve. Each side of a central
-    difference truncates every output cell by under one unit, which moves ``L(+delta) - L(-delta)`` by up to
-    twice a row's sum of |y|, so ``num`` by up to ``2 max_t sum_j |y[t,j]| / delta``: where a tensor's largest
-    gradient is within :data:`RESOLUTION` times that, its FAIL would be that rounding, not a wrong gradient."""
-    # a step finer than the seed's is the user's choice of resolution: its FAIL stands
-    widest = max((sum(abs(v) for v in row) for row in f.y.tolist()), default=0)
-    rounding = 2 * widest // max(delta, SEED_DELTA) + 1
-    for name, g, check in zip("AB", grads, results, strict=True):
-        largest = int(np.max(np.abs(g))) if g.size else 0
-        if not check.passed and largest < RESOLUTION * rounding:
-            raise ConfigError(f"lora at {naming}: d{name} is too small for the Q20 gradcheck to resolve (max|grad| "
-                              f"{largest} < {RESOLUTION} x the central difference's rounding {rounding}); use other "
-                              "sizes or delta")
+    """Refuse, rather than FAIL, a gradcheck that failed on a tensor it cannot resolve
+    (:func:`~nxgates.core.lora.gradcheck.first_unresolved`)."""
+    bad = gradcheck.first_unresolved(f, grads, results, delta, RESOLUTION)
+    if bad is not None:
+        raise ConfigError(f"lora at {naming}: d{bad.name} is too small for the Q20 gradcheck to resolve (max|grad| "
+                          f"{bad.largest} < {RESOLUTION} x the central difference's rounding {bad.rounding}); use "
+                          "other sizes or delta")
 
 
 def validate(p: dict) -> None:

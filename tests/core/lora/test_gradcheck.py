@@ -214,3 +214,25 @@ def test_gradcheck_adapter_refuses_grads_of_the_wrong_count():
     m, f = _seed()
     with pytest.raises(ValueError):
         gradcheck.gradcheck_adapter(m, f, core_lora.backward(m, f)[:1], DELTA, 70, RunContext(params={}))
+
+
+def test_first_unresolved_names_a_failed_tensor_within_the_rounding_and_nothing_else():
+    from types import SimpleNamespace
+
+    from nxgates.core import lora
+    from nxgates.core.lora.gradcheck import SEED_DELTA, first_unresolved
+
+    m = lora.init_model(3, 6, 2)
+    f = lora.forward(m)
+    grads = lora.backward(m, f)
+    failed, passed = SimpleNamespace(passed=False), SimpleNamespace(passed=True)
+    widest = max(sum(abs(v) for v in row) for row in f.y.tolist())
+    rounding = 2 * widest // SEED_DELTA + 1
+    largest_b = int(abs(grads[1]).max())
+    assert first_unresolved(f, grads, [passed, passed], SEED_DELTA, 10**9) is None  # nothing failed
+    assert first_unresolved(f, grads, [passed, failed], SEED_DELTA, 1) is None  # B resolved: its FAIL stands
+    bad = first_unresolved(f, grads, [passed, failed], SEED_DELTA, largest_b // rounding + 1)
+    assert bad == ("B", largest_b, rounding)
+    # a step finer than the seed's keeps the seed's rounding (its FAIL is the user's choice), a coarser one less
+    assert first_unresolved(f, grads, [passed, failed], 1, largest_b // rounding + 1) == bad
+    assert first_unresolved(f, grads, [passed, failed], 100 * SEED_DELTA, largest_b // rounding + 1) is None
