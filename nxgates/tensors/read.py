@@ -57,21 +57,8 @@ def read_npz(path: str, spec: InputSpec, flag: str = "--inputs") -> tuple[dict[s
     """The spec's arrays from an ``.npz`` (dtype and rank checked, converted to native C order), and its
     metadata (empty when the archive has none). ``flag``: the option that named the file, for messages."""
     where = f"{flag} {path}"
-    regular_file(path, flag)
-    try:
-        zf = zipfile.ZipFile(path)
-    except ZIP_ERRORS as exc:
-        if _starts_with(path, b"\x93NUMPY"):
-            raise ConfigError(f"{where}: an .npy array, not an .npz archive (one NAME.npy member per array, as "
-                              f"nxgates export writes)") from None
-        raise ConfigError(f"{where}: not a readable .npz archive ({exc})") from None
-    with zf:
-        members: dict[str, zipfile.ZipInfo] = {}
-        for info in zf.infolist():
-            name = info.filename
-            if not name.endswith(".npy") or name[:-4] in members:
-                raise ConfigError(f"{where}: unexpected member {name!r} (an .npz holds one NAME.npy per array)")
-            members[name[:-4]] = info
+    with _open_npz(path, flag) as zf:
+        members = _members(zf, where)
         _names_match(where, spec, set(members) - {META}, "array {} (member {}.npy)")
         declared = {a.name: a for a in spec.arrays}
         headers = {name: _header(zf, info, f"{where}: array {name}") for name, info in members.items()}
@@ -93,19 +80,8 @@ def read_any_npz(path: str, flag: str = "--inputs") -> dict[str, np.ndarray]:
     order), read with the checks of :mod:`nxgates.tensors.read`: sizes before data, no pickles. The
     metadata member ``nxgates export`` writes is left out. For a gate that takes any arrays (invariance)."""
     where = f"{flag} {path}"
-    regular_file(path, flag)
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ConfigError(f"{where}: not a readable .npz archive ({exc})") from None
-    with zf:
-        members: dict[str, zipfile.ZipInfo] = {}
-        for info in zf.infolist():
-            name = info.filename
-            if not name.endswith(".npy") or name[:-4] in members:
-                raise ConfigError(f"{where}: unexpected member {name!r} (an .npz holds one NAME.npy per array)")
-            if name[:-4] != META:
-                members[name[:-4]] = info
+    with _open_npz(path, flag) as zf:
+        members = {name: info for name, info in _members(zf, where).items() if name != META}
         if not members:
             raise ConfigError(f"{where}: holds no arrays")
         headers = {name: _header(zf, info, f"{where}: array {name}") for name, info in members.items()}
@@ -115,6 +91,30 @@ def read_any_npz(path: str, flag: str = "--inputs") -> dict[str, np.ndarray]:
         require(2 * sum(h.nbytes for h in headers.values()), f"{where}: its arrays")  # read, then converted
         return {name: _read_member(zf, members[name], headers[name], f"{where}: array {name}")
                 for name in sorted(members)}
+
+
+def _open_npz(path: str, flag: str) -> zipfile.ZipFile:
+    """The archive at ``path`` (a regular file), or one line saying why it cannot be read as one."""
+    where = f"{flag} {path}"
+    regular_file(path, flag)
+    try:
+        return zipfile.ZipFile(path)
+    except ZIP_ERRORS as exc:
+        if _starts_with(path, b"\x93NUMPY"):
+            raise ConfigError(f"{where}: an .npy array, not an .npz archive (one NAME.npy member per array, as "
+                              f"nxgates export writes)") from None
+        raise ConfigError(f"{where}: not a readable .npz archive ({exc})") from None
+
+
+def _members(zf: zipfile.ZipFile, where: str) -> dict[str, zipfile.ZipInfo]:
+    """The archive's members by array name: each a ``NAME.npy``, each name once."""
+    members: dict[str, zipfile.ZipInfo] = {}
+    for info in zf.infolist():
+        name = info.filename
+        if not name.endswith(".npy") or name[:-4] in members:
+            raise ConfigError(f"{where}: unexpected member {name!r} (an .npz holds one NAME.npy per array)")
+        members[name[:-4]] = info
+    return members
 
 
 def _starts_with(path: str, magic: bytes) -> bool:

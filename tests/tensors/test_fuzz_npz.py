@@ -53,7 +53,9 @@ def npy_bytes(header: str, data: bytes = b"", version: tuple[int, int] = (1, 0))
 
 
 def read_or_refused(path) -> None:
-    """The reader's contract: the lora arrays, checked, or an NxError of one line naming the file."""
+    """The readers' contract: the lora arrays, checked, or an NxError of one line naming the file; and every
+    array of the archive, for a gate that takes any (invariance), or the same kind of line."""
+    any_read_or_refused(path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning would reach the user's terminal
         try:
@@ -82,6 +84,17 @@ DESCRS = st.one_of(
     st.tuples(st.sampled_from(["<i8", "|O"]), st.lists(st.integers(-2, 2 ** 40), max_size=3).map(tuple)),
 )
 ORDERS = st.sampled_from([True, False, 0, 1, None, "yes"])
+
+
+def any_read_or_refused(path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            arrays = read.read_any_npz(str(path))
+        except NxError as exc:
+            assert str(exc).startswith(f"--inputs {path}: ") and "\n" not in str(exc)
+            return
+    assert arrays and all(arr.flags.c_contiguous for arr in arrays.values())
 
 
 def nested(depth: int, opener: str = "(") -> str:
