@@ -2,15 +2,18 @@
 session's /dev/shm check across the worker processes. Without xdist (``pytest`` alone) nothing here changes a run.
 
 Groups. ``--dist loadgroup`` hands the tests of one ``xdist_group`` to one worker, one after the other; every other
-test goes to whichever worker is free. Two groups are made here from each test module's source, so that a test
-moved or added is grouped by what it does rather than by a list of names that would go stale:
+test goes to whichever worker is free. Two kinds of group are made here from each test module's source, so that a
+test moved or added is grouped by what it does rather than by a list of names that would go stale:
 
-- ``whole-machine``: a module that starts a Dask cluster, sends signals, or measures wall-clock time (its
-  assertions bound how long something took, or it waits on a process it stops). These tests never run beside
-  each other, and a cluster started for one module is the only one running. They are marked ``whole_machine``
-  too (with or without xdist), which ``make test-fast`` leaves out: they are most of the suite's waiting.
-- ``module:<path>``: any other module that defines a fixture of module scope or wider (a Chromium rendering, a
-  report made once for the module): its tests share one worker, so the fixture is made once, not once per worker.
+- ``whole-machine``: a test that starts a Dask cluster, sends signals, or measures wall-clock time (its
+  assertions bound how long something took, or it waits on a process it stops), in its own body or through a
+  helper, fixture or constant of its module that it names (a statement of the module that names nothing, or
+  an autouse fixture, takes the whole module). These tests never run beside each other, and a cluster started
+  for one is the only one running. They are marked ``whole_machine`` too (with or without xdist), which
+  ``make test-fast`` leaves out: they are most of the suite's waiting.
+- ``module:<path>``: the other tests of a module that defines a fixture of module scope or wider (a Chromium
+  rendering, a report made once for the module): they share one worker, so the fixture is made once, not once
+  per worker.
 
 /dev/shm. Each worker runs :func:`tests.conftest.pytest_sessionfinish` itself: it reclaims the files of processes
 that are gone and lists those it made and did not remove in ``workeroutput``. The controller, which runs no test,
@@ -20,6 +23,7 @@ are those of a process that is gone (reclaimed, as the next run would), and the 
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -36,34 +40,98 @@ WIDE_FIXTURE = re.compile(r"""scope\s*=\s*["'](?:module|package|session)["']""")
 #: what each worker found left in /dev/shm, under this key of its ``workeroutput``
 SHM_KEY = "nxgates_shm_left"
 
-_groups: dict[Path, str | None] = {}
+class Module:
+    """What a test module does, from its source: which of its top-level names (functions, fixtures, classes,
+    constants) reach :data:`NEEDS_THE_MACHINE`, directly or through another such name they refer to."""
+
+    def __init__(self, source: str) -> None:
+        self.whole = False  #: a top-level statement that names nothing matches: every test of the module
+        self.wide_fixture = bool(WIDE_FIXTURE.search(source))
+        refs: dict[str, set[str]] = {}
+        self.machine: set[str] = set()
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            self.whole = bool(NEEDS_THE_MACHINE.search(source))
+            return
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                continue
+            matches = bool(NEEDS_THE_MACHINE.search(ast.unparse(stmt)))
+            names = _defined(stmt)
+            if not names:
+                self.whole |= matches
+                continue
+            used = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            used |= {a.arg for a in ast.walk(stmt) if isinstance(a, ast.arg)}  # a fixture's own fixtures
+            for name in names:
+                refs[name] = used
+                if matches:
+                    self.machine.add(name)
+                    self.whole |= _autouse(stmt)
+        grew = True
+        while grew:  # whatever refers to a name that needs the machine needs it too
+            reached = {name for name, used in refs.items() if used & self.machine} - self.machine
+            self.machine |= reached
+            grew = bool(reached)
+
+    def needs_the_machine(self, item: pytest.Item) -> bool:
+        """Whether test ``item`` (its function, its class, or a fixture of the module it asks for) does."""
+        if self.whole:
+            return True
+        names = {getattr(item, "originalname", item.name), *getattr(item, "fixturenames", ())}
+        if (cls := getattr(item, "cls", None)) is not None:
+            names.add(cls.__name__)
+        return bool(names & self.machine)
 
 
-def group_of(path: Path, module_id: str) -> str | None:
-    """The xdist group of the tests of module ``path``, ``module_id`` in node ids (None: any free worker). The
-    name is the same in every worker: each collects the tests itself, and their node ids must agree."""
-    if path not in _groups:
+def _defined(stmt: ast.stmt) -> list[str]:
+    """The names a top-level statement defines (a fixture also by its ``name=``); none for any other statement."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        aliases = [k.value.value for d in getattr(stmt, "decorator_list", ()) if isinstance(d, ast.Call)
+                   for k in d.keywords if k.arg == "name" and isinstance(k.value, ast.Constant)]
+        return [stmt.name, *aliases]
+    if isinstance(stmt, ast.Assign):
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return [stmt.target.id]
+    return []
+
+
+def _autouse(stmt: ast.stmt) -> bool:
+    return any("autouse" in ast.unparse(d) for d in getattr(stmt, "decorator_list", ()))
+
+
+_modules: dict[Path, Module] = {}
+
+
+def module(path: Path) -> Module:
+    if path not in _modules:
         try:
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             source = ""
-        if NEEDS_THE_MACHINE.search(source):
-            _groups[path] = WHOLE_MACHINE
-        elif WIDE_FIXTURE.search(source):
-            _groups[path] = f"module:{module_id}"
-        else:
-            _groups[path] = None
-    return _groups[path]
+        _modules[path] = Module(source)
+    return _modules[path]
+
+
+def group_of(item: pytest.Item) -> str | None:
+    """The xdist group of test ``item`` (None: any free worker). The name is the same in every worker: each
+    collects the tests itself, and their node ids must agree."""
+    path = getattr(item, "path", None)
+    if path is None or path.suffix != ".py":
+        return None
+    found = module(path)
+    if found.needs_the_machine(item):
+        return WHOLE_MACHINE
+    return f"module:{item.nodeid.split('::', 1)[0]}" if found.wide_fixture else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     xdist = config.pluginmanager.has_plugin("xdist")
     for item in items:
-        path = getattr(item, "path", None)
-        if path is None or path.suffix != ".py":
-            continue
-        group = group_of(path, item.nodeid.split("::", 1)[0])
+        group = group_of(item)
         if group == WHOLE_MACHINE:
             item.add_marker(pytest.mark.whole_machine)
         if xdist and group is not None and not any(item.iter_markers("xdist_group")):  # a test's own group stays

@@ -60,18 +60,58 @@ def test_workers_that_remove_their_files_pass(tmp_path):
     assert done.returncode == 0 and "2 passed" in done.stdout and "left in /dev/shm" not in done.stdout, done.stdout
 
 
-# each source is split in two literals, so this module's own text does not match what it checks
-@pytest.mark.parametrize(("source", "group"), [
-    ("with dask_pool.local_cluster" "(2) as lc:\n", _xdist.WHOLE_MACHINE),
-    ("cluster = LocalCluster" "(n_workers=1)\n", _xdist.WHOLE_MACHINE),
-    ("os.killpg" "(proc.pid, signal.SIGINT)\n", _xdist.WHOLE_MACHINE),
-    ("proc.send_signal" "(signal.SIGTERM)\n", _xdist.WHOLE_MACHINE),
-    ("assert time.monotonic" "() - t0 < 2\n", _xdist.WHOLE_MACHINE),
-    ("assert r.seconds" " < 10\n", _xdist.WHOLE_MACHINE),
-    ('@pytest.fixture(scope="mod' 'ule")\ndef page():\n', "module:tests/x/test_m.py"),
-    ("@pytest.fixture\ndef page():\n    time.sleep(0.1)\n", None),
-])
-def test_a_module_is_grouped_by_what_it_does(tmp_path, source, group):
-    module = tmp_path / "test_m.py"
-    module.write_text(source)
-    assert _xdist.group_of(module, "tests/x/test_m.py") == group
+# the signatures are joined at run time, so that this module's own source does not match what it checks
+CLUSTER = "dask_pool.local_cluster" + "(2)"
+KILL = "os.killpg" + "(proc.pid, 9)"
+CLOCK = "assert time.monotonic" + "() - t0 < 2"
+SECONDS = "assert r.seconds" + " < 10"
+
+
+@pytest.mark.parametrize("line", [CLUSTER, "LocalCluster" + "(n_workers=1)", KILL, "proc.send_signal" + "(15)", CLOCK,
+                                  SECONDS])
+def test_a_test_that_does_what_needs_the_machine_is_marked_and_one_that_does_not_is_free(line):
+    found = _xdist.Module(f"def test_a():\n    {line}\n\ndef test_b():\n    time.sleep(0.1)\n")
+    assert found.machine == {"test_a"} and not found.whole
+
+
+def test_a_test_needs_the_machine_through_a_helper_a_fixture_or_a_constant_it_names():
+    found = _xdist.Module(f"""
+SCRIPT = "{CLUSTER}"
+
+def start(script):
+    return script
+
+@pytest.fixture(name="scheduler")
+def one_worker():
+    return start(SCRIPT)
+
+def stop():
+    {KILL}
+
+def test_through_a_fixture(scheduler):
+    pass
+
+def test_through_a_helper():
+    stop()
+
+class TestInAClass:
+    def test_one(self):
+        stop()
+
+def test_free():
+    start("x")
+""")
+    assert found.machine == {"SCRIPT", "one_worker", "scheduler", "stop", "test_through_a_fixture",
+                             "test_through_a_helper", "TestInAClass"}
+    assert not found.whole
+
+
+@pytest.mark.parametrize("source", [f"if True:\n    {KILL}\n",
+                                    f"@pytest.fixture(autouse=True)\ndef clock():\n    {CLOCK}\n"])
+def test_a_statement_or_an_autouse_fixture_that_needs_the_machine_takes_the_whole_module(source):
+    assert _xdist.Module(source + "\ndef test_b():\n    pass\n").whole
+
+
+def test_a_module_wide_fixture_keeps_a_module_on_one_worker():
+    assert _xdist.Module('@pytest.fixture(scope="mod' + 'ule")\ndef page():\n    pass\n').wide_fixture
+    assert not _xdist.Module("@pytest.fixture\ndef page():\n    pass\n").wide_fixture
