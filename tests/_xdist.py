@@ -5,7 +5,8 @@ Groups. ``--dist loadgroup`` hands the tests of one ``xdist_group`` to one worke
 test goes to whichever worker is free. Two kinds of group are made here from each test module's source, so that a
 test moved or added is grouped by what it does rather than by a list of names that would go stale:
 
-- ``whole-machine``: a test that starts a Dask cluster, sends signals, or measures wall-clock time (its
+- ``whole-machine``: a test that starts a Dask cluster (or runs a gate on Dask, or asks for the session's cluster,
+  ``dask_scheduler``), sends signals, or measures wall-clock time (its
   assertions bound how long something took, or it waits on a process it stops), in its own body or through a
   helper, fixture or constant of its module that it names (a statement of the module that names nothing, or
   an autouse fixture, takes the whole module). These tests never run beside each other, and a cluster started
@@ -33,9 +34,13 @@ WHOLE_MACHINE = "whole-machine"
 #: what a module does, from its source, that keeps it off a worker running beside another test of the kind
 NEEDS_THE_MACHINE = re.compile(
     r"local_cluster\(|LocalCluster\("  # a Dask cluster: worker processes that want every core
+    r"""|['"]executor['"]\s*:\s*['"]dask|executor=dask['"]|--executor['"]?,?\s*['"]?dask"""  # a gate on Dask
+    r"""|make_pool\(\s*['"]dask"""
     r"|os\.kill\(|os\.killpg\(|\.send_signal\(|signal\.alarm\(|signal\.setitimer\("  # signals
     r"|time\.monotonic\(|perf_counter\(|thread_time\(|process_time\(|\.seconds\s*<"  # wall-clock bounds
 )
+#: fixtures of the conftests that do the same (a test asking for one, itself or through its fixtures, needs it too)
+MACHINE_FIXTURES = frozenset({"dask_scheduler"})
 WIDE_FIXTURE = re.compile(r"""scope\s*=\s*["'](?:module|package|session)["']""")
 #: what each worker found left in /dev/shm, under this key of its ``workeroutput``
 SHM_KEY = "nxgates_shm_left"
@@ -77,9 +82,10 @@ class Module:
 
     def needs_the_machine(self, item: pytest.Item) -> bool:
         """Whether test ``item`` (its function, its class, or a fixture of the module it asks for) does."""
-        if self.whole:
+        fixtures = set(getattr(item, "fixturenames", ()))  # every fixture the test gets, directly or not
+        if self.whole or fixtures & MACHINE_FIXTURES:
             return True
-        names = {getattr(item, "originalname", item.name), *getattr(item, "fixturenames", ())}
+        names = {getattr(item, "originalname", item.name), *fixtures}
         if (cls := getattr(item, "cls", None)) is not None:
             names.add(cls.__name__)
         return bool(names & self.machine)

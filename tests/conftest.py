@@ -31,20 +31,24 @@ def dask_scheduler():
     """``dask_scheduler(n)``: the address of a LocalCluster of ``n`` single-threaded worker processes, started on
     first use and lent to every test of the session that asks for that size (one start, not one per module);
     stopped, its scratch space removed, at the session's end. Under xdist the modules that start clusters share
-    one worker (tests/_xdist.py), so the run starts one cluster of each size."""
-    pytest.importorskip("distributed")
-    from nxgates.core.pool.dask.cluster import close_cluster, local_cluster
-
+    one worker (tests/_xdist.py), so the run starts one cluster of each size. Without distributed, a test that
+    calls it is skipped (one that only asks for it, and calls it when Dask is there, runs the rest)."""
     clusters = {}
 
     def address(n_workers: int = 2) -> str:
+        pytest.importorskip("distributed")
+        from nxgates.core.pool.dask.cluster import local_cluster
+
         if n_workers not in clusters:
             clusters[n_workers] = local_cluster(n_workers)
         return clusters[n_workers].scheduler_address
 
     yield address
-    for cluster in clusters.values():
-        close_cluster(cluster)
+    if clusters:
+        from nxgates.core.pool.dask.cluster import close_cluster
+
+        for cluster in clusters.values():
+            close_cluster(cluster)
 
 
 @pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down (pytest's runner), not before

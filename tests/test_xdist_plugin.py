@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -67,8 +68,10 @@ CLOCK = "assert time.monotonic" + "() - t0 < 2"
 SECONDS = "assert r.seconds" + " < 10"
 
 
-@pytest.mark.parametrize("line", [CLUSTER, "LocalCluster" + "(n_workers=1)", KILL, "proc.send_signal" + "(15)", CLOCK,
-                                  SECONDS])
+@pytest.mark.parametrize("line", [
+    CLUSTER, "LocalCluster" + "(n_workers=1)", KILL, "proc.send_signal" + "(15)", CLOCK, SECONDS,
+    "run({'B': 8, 'executor'" + ": 'dask'})", "nx('--set', 'executor=" + "dask')",
+    "nx('run', 'lora', '--executor'" + ", 'dask')", "make_pool(" + "'dask', 2)"])
 def test_a_test_that_does_what_needs_the_machine_is_marked_and_one_that_does_not_is_free(line):
     found = _xdist.Module(f"def test_a():\n    {line}\n\ndef test_b():\n    time.sleep(0.1)\n")
     assert found.machine == {"test_a"} and not found.whole
@@ -115,3 +118,13 @@ def test_a_statement_or_an_autouse_fixture_that_needs_the_machine_takes_the_whol
 def test_a_module_wide_fixture_keeps_a_module_on_one_worker():
     assert _xdist.Module('@pytest.fixture(scope="mod' + 'ule")\ndef page():\n    pass\n').wide_fixture
     assert not _xdist.Module("@pytest.fixture\ndef page():\n    pass\n").wide_fixture
+
+
+def test_a_message_that_names_the_dask_executor_is_not_a_run_on_dask():
+    assert _xdist.Module("def test_a():\n    m = 'applies to executor=dask, not executor=process'\n").machine == set()
+
+
+@pytest.mark.parametrize(("fixtures", "needs"), [(("tmp_path", "dask_scheduler"), True), (("tmp_path",), False)])
+def test_a_test_that_gets_the_sessions_dask_cluster_needs_the_machine(fixtures, needs):
+    item = SimpleNamespace(name="test_a", originalname="test_a", fixturenames=fixtures, cls=None)
+    assert _xdist.Module("def test_a(cluster):\n    pass\n").needs_the_machine(item) is needs
