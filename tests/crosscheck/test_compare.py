@@ -127,7 +127,7 @@ def test_a_timeout_is_a_failed_timeout_check_and_a_timeout_error(declare):
     elapsed = time.perf_counter() - t0
     assert [(c.name, c.passed, c.detail) for c in report.output.checks] == [
         ("timeout", False, "timed out after 2.5 s")]
-    assert "_not_boolean" not in report.output.__dict__  # the check's verdict is a real boolean
+    assert report.output.non_boolean_checks == {}  # the check's verdict is a real boolean
     assert report.name == "fake-gate" and report.params == params and report.params is not params
     assert report.fault is None
     assert report.error == "timed out after 2.5 s" and report.error_kind == "timeout"
