@@ -9,6 +9,7 @@ import numpy as np
 
 from nxgates.core.ulp import FIRST_CELLS
 from nxgates.gatekit import GateOutput
+from nxgates.streams import shown
 
 
 class IntCell(NamedTuple):
@@ -67,5 +68,7 @@ def judge_foreign(out: GateOutput, check: str, ours: dict[str, np.ndarray], thei
     for line in report.lines() if n else ():
         out.detail(line)
     total = sum(report.cells.values())
-    out.check(check, n == 0, f"{n} of {total} cells differ from {path}" if n else f"{total} cells equal {path}")
+    shown_path = shown(path)  # the user's file name, on one line of the check's detail
+    out.check(check, n == 0, f"{n} of {total} cells differ from {shown_path}" if n
+              else f"{total} cells equal {shown_path}")
     return report.metrics()

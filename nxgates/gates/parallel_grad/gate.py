@@ -29,6 +29,7 @@ from nxgates.gates.parallel_grad.faults import POOL_FAULTS, plant_shared_arena
 from nxgates.gates.parallel_grad.host_memory import HostFiles
 from nxgates.gates.parallel_grad.job import GradJob, movable_slots
 from nxgates.gates.parallel_grad.stream import PoolStart, stream
+from nxgates.streams import shown
 
 #: What executor=auto means here: dask given a scheduler address, else processes from NP = 16384 up, else
 #: threads. Measured on 2 cores (make bench): threads hold the GIL between numpy calls and gain nothing at any
@@ -222,6 +223,7 @@ def judge_t4(out: GateOutput, compare: GradReader, mismatches: int, path: str, u
     """T4: the file's rows equal ours bit for bit (``ulps`` 0) or within ``ulps`` ULPs; where they differ,
     the report says where and by how much (lines and the ``compare_grads`` metrics). BIT-IDENTICAL is said
     only when no cell differs; a pass within ULPs says how many cells differ, how far, and how many in sign."""
+    path = shown(path)  # the user's file name, on one line of the check's detail
     report = compare.report
     if mismatches == 0:
         out.check(T4, True, f"matches {path} (sha256 {digest[:16]}), BIT-IDENTICAL")
