@@ -102,7 +102,7 @@ class RunPlan:
     request: RunRequest
     gates: list[PlannedGate]
     #: the ``--baseline`` document the gates are compared with (None: no comparison)
-    pinned: dict[str, Any] | None = None
+    baseline_doc: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     #: the GitHub annotations and summary asked for (:func:`nxgates.reporting.github.resolve`), or None
     to_github: Any = None
@@ -122,10 +122,10 @@ class RunPlan:
                               progress=progress, options=gate.options)
         if planted is not None:
             judge_planted(gate.entry, params, gate.options, planted, report, self.request.timeout)
-        elif self.pinned is not None:
+        elif self.baseline_doc is not None:
             from nxgates.baseline import session
 
-            session.add_check(report, self.pinned, str(self.request.baseline), self.request.baseline_missing)
+            session.add_check(report, self.baseline_doc, str(self.request.baseline), self.request.baseline_missing)
         return report
 
     def execute(self, on_report: Callable[[GateReport], None],
@@ -194,15 +194,15 @@ def plan_run(request: RunRequest, *, for_selftest: bool = False) -> RunPlan:
         for e in entries:
             check_fault(e, request.fault, params[e.name])
     _check_paths(request)
-    pinned = None
+    baseline_doc = None
     if not for_selftest and (request.baseline is not None or request.update_baseline is not None):
         from nxgates.baseline import session
 
-        pinned = session.prepare(session.BaselineOptions(request.baseline, request.update_baseline,
+        baseline_doc = session.prepare(session.BaselineOptions(request.baseline, request.update_baseline,
                                                          request.baseline_missing), request.fault)
     gates = [PlannedGate(e, params[e.name], {k: v for k, v in options.items() if k in e.gate.options})
              for e in entries]
-    return RunPlan(request, gates, pinned, registry.repeated_sets(request.sets), _github_output(request))
+    return RunPlan(request, gates, baseline_doc, registry.repeated_sets(request.sets), _github_output(request))
 
 
 def _github_output(request: RunRequest) -> Any:

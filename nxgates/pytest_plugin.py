@@ -114,7 +114,7 @@ class GateCollector(pytest.Collector):
         names = [c for c in gate.checks if c not in gate.optional_checks or option_given]
         if request.repeat > 1:
             names.append(f"repeat: {request.repeat} runs agree")
-        if self.plan.pinned is not None:
+        if self.plan.baseline_doc is not None:
             names.append(BASELINE_CHECK)
         if request.fault is not None:
             names.append(LIAR_KILL)

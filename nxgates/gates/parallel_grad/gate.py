@@ -135,7 +135,7 @@ def _run(ctx: RunContext, pool: Pool, host: HostFiles, dims: Dims, B: int, compa
     finally:
         if save is not None:
             save.discard()
-    records, records2 = tally.records, tally.records2
+    records, rerun_records = tally.records, tally.rerun_records
     ran = sum(r.done and r.error is None for r in records)
     out.info(f" workers={pool.n_workers} pool tasks completed={ran}/{B}")
     for r in records:
@@ -164,9 +164,9 @@ def _run(ctx: RunContext, pool: Pool, host: HostFiles, dims: Dims, B: int, compa
               f"{ran}/{B} tasks on {len(distinct)} distinct workers of {pool.n_workers}")
 
     mism2 = tally.rerun_mismatches
-    problems2 = pool_problems(records2, tally.waited2, B, None, pool.n_workers)
-    out.check(T3, mism2 == 0 and not problems2,
-              "; ".join(problems2) or (f"{mism2} cells differ between the two parallel runs" if mism2
+    rerun_problems = pool_problems(rerun_records, tally.rerun_waited, B, None, pool.n_workers)
+    out.check(T3, mism2 == 0 and not rerun_problems,
+              "; ".join(rerun_problems) or (f"{mism2} cells differ between the two parallel runs" if mism2
                                        else "second parallel run bit-identical"))
 
     digest = tally.sha.hexdigest()

@@ -49,10 +49,10 @@ class Tally:
     rerun_mismatches: int = 0  #: T3
     file_mismatches: int = 0  #: T4
     sha: Any = field(default_factory=hashlib.sha256)  #: over the serial rows, as one (B, NP) float32 array
-    records: list = field(default_factory=list)
-    records2: list = field(default_factory=list)
+    records: list = field(default_factory=list)  #: the parallel pass's tasks (T2)
+    rerun_records: list = field(default_factory=list)  #: its re-run's tasks (T3)
     waited: Any = None
-    waited2: Any = None
+    rerun_waited: Any = None
     serial_seconds: float = 0.0
     parallel_seconds: float = 0.0
 
@@ -176,8 +176,8 @@ def stream(ctx: RunContext, pool: Pool, handle: int, job: GradJob, B: int, chunk
                 helper_pause.release()  # the re-run is not timed: the helper hashes beside it
                 rerun = parallel_pass(ctx, pool, handle, 1, examples, k % 2, back[1])
                 tally.records += first_pass.records
-                tally.records2 += rerun.records
-                tally.waited, tally.waited2 = first_pass.waited, rerun.waited
+                tally.rerun_records += rerun.records
+                tally.waited, tally.rerun_waited = first_pass.waited, rerun.waited
                 tally.parallel_seconds += first_pass.seconds
                 if first_pass.waited.timed_out or rerun.waited.timed_out:
                     # tasks may still be writing this chunk's rows: fold it now and stop; T2/T3 report the loss

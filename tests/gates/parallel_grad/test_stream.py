@@ -356,9 +356,9 @@ def test_the_stream_folds_every_chunk_in_example_order(monkeypatch, overlap):
     assert np.concatenate(save.written).tobytes() == ref.tobytes()
     assert [w.shape[0] for w in save.written] == [2, 2, 1]
     assert [r.label for r in tally.records] == [f"example {b}" for b in range(B)]
-    assert [r.label for r in tally.records2] == [f"example {b}" for b in range(B)]
-    assert all(r.done and r.error is None for r in tally.records + tally.records2)
-    assert tally.waited.reached and tally.waited2.reached
+    assert [r.label for r in tally.rerun_records] == [f"example {b}" for b in range(B)]
+    assert all(r.done and r.error is None for r in tally.records + tally.rerun_records)
+    assert tally.waited.reached and tally.rerun_waited.reached
     assert tally.serial_seconds > 0 and tally.parallel_seconds > 0
     calls = ctx.progress.calls
     assert calls[0] == ("start", "examples: serial, parallel, re-run", 15) and calls[-1] == ("stop",)
@@ -511,5 +511,5 @@ def test_a_first_pass_that_times_out_stops_the_stream_though_its_re_run_complete
     context = run_ctx()
     context.remaining = remaining
     tally, save, ctx, ready = _stream(monkeypatch, 6, 2, True, ctx=context)
-    assert tally.waited.timed_out and not tally.waited2.timed_out
+    assert tally.waited.timed_out and not tally.rerun_waited.timed_out
     assert [r.label for r in tally.records] == ["example 0", "example 1", "example 2", "example 3"]
