@@ -14,10 +14,9 @@ SEED = {"D": 8, "H": 16, "O": 4, "B": 8, "steps": 5, "lr_num": 1, "lr_den": 8, "
         "step_exp": 6, "tol_permil": 10, "d4_examples": 0}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with dask_pool.local_cluster(3) as lc:  # D2 runs on one worker more than D1
-        yield lc.scheduler_address
+@pytest.fixture
+def cluster(dask_scheduler):
+    return dask_scheduler(3)  # D2 runs on one worker more than D1
 
 
 def by_name(out):

@@ -4,7 +4,6 @@ the cells they filled; the seed's integers, on the gate's own LocalCluster and t
 import pytest
 
 from nxgates.core.lora import fast as lora_fast
-from nxgates.core.pool import dask as dask_pool
 from nxgates.gates.lora import gate as lora_gate
 from tests.helpers import ctx, metrics_like_seed, reference
 
@@ -14,10 +13,9 @@ ODD = {"T": 5, "DM": 13, "R": 3, "delta": 2097, "tol_permil": 70, "algorithm": "
        "executor": "dask"}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with dask_pool.local_cluster(2) as lc:
-        yield lc.scheduler_address
+@pytest.fixture
+def cluster(dask_scheduler):
+    return dask_scheduler(2)
 
 
 def _no_fallback(*args):

@@ -28,10 +28,9 @@ KILL_MARKER = "NXGATES_TEST_KILL_MARKER"
 REAL_RUN_TASK = pg_job.run_task
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with dask_pool.local_cluster(2) as lc:
-        yield lc.scheduler_address
+@pytest.fixture
+def cluster(dask_scheduler):
+    return dask_scheduler(2)
 
 
 def by_name(out):

@@ -19,11 +19,10 @@ from nxgates.gates.parallel_grad.faults import DropTask, SingleWorker
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """One LocalCluster of two single-threaded worker processes for the module; pools join it by address."""
-    with dask_pool.local_cluster(2) as lc:
-        yield lc.scheduler_address
+@pytest.fixture
+def cluster(dask_scheduler):
+    """The session's LocalCluster of two single-threaded worker processes; pools join it by address."""
+    return dask_scheduler(2)
 
 
 def where(ctx, worker):
