@@ -180,7 +180,7 @@ def plan_run(request: RunRequest, *, for_selftest: bool = False) -> RunPlan:
     from nxgates import registry
 
     request = _checked_request(request)
-    reg = load_registry(request.config)
+    reg = registry.load(request.config)
     entries = reg.select(request.gates)
     sets = _sets_with_shorthands(request, entries)
     params = registry.effective_params(entries, request.preset, sets)
@@ -216,15 +216,6 @@ def _github_output(request: RunRequest) -> Any:
     to_github = github.resolve(request.annotations, summary)
     github.check_writable(to_github)
     return to_github
-
-
-def load_registry(config: str | None) -> Any:
-    """The registry ``--config`` names, else ./gates.toml, else the packaged one."""
-    from nxgates import registry
-
-    if config == "":
-        raise ConfigError("--config: empty path")
-    return registry.load(config)
 
 
 def check_stdout_reports(reports: dict[str, str | None]) -> None:

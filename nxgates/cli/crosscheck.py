@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from nxgates.cli.group import NxCommand
-from nxgates.cli.options import completes, config_option, debug_option, timeout_option
+from nxgates.cli.options import completes, config_option, debug_option, load_registry, timeout_option
 from nxgates.errors import EXIT_FAIL, ConfigError
 
 
@@ -48,7 +48,7 @@ def crosscheck_cmd(gate: str, log: str, source: str | None, sets: tuple[str, ...
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
         raise ConfigError(f"crosscheck takes one gate, not 'all': a log is one seed program's run (crosscheck "
                           f"knows: {known})")
-    entry = plan.load_registry(config).resolve(gate)
+    entry = load_registry(config).resolve(gate)
     if entry.module not in xc.LOG_FORMATS:
         known = ", ".join(xc.GATE_OF_MODULE[m] for m in xc.LOG_FORMATS)
         raise ConfigError(f"gate {entry.name!r} has no seed log format to crosscheck (crosscheck knows: {known})")

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from nxgates.errors import ConfigError
-
 if TYPE_CHECKING:
     from nxgates.registry import Registry
 
@@ -74,8 +72,6 @@ def load_registry(config: str | None) -> Registry:
     """The registry ``--config`` names, else ./gates.toml, else the packaged one."""
     from nxgates import registry
 
-    if config == "":
-        raise ConfigError("--config: empty path")
     return registry.load(config)
 
 

@@ -24,6 +24,8 @@ def default_config_path() -> Path | None:
 
 def load(path: str | Path | None = None) -> Registry:
     """Read and validate a registry: ``path``, else ./gates.toml, else the one shipped in the package."""
+    if path == "":
+        raise ConfigError("--config: empty path")
     if path is None:
         path = default_config_path()
     source = "gates.toml (packaged)" if path is None else str(path)
