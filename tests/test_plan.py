@@ -157,3 +157,10 @@ def test_the_kill_table_says_what_the_judgement_found(moves, result, by):
     out = io.StringIO()
     KillTable(Renderer(out)).row(rows[1])
     assert out.getvalue().split()[1:4] == ["f", "fail", result.split()[0]] and by in out.getvalue()
+
+
+@pytest.mark.parametrize("args", [("run", "lora"), ("selftest", "lora"), ("list",), ("show", "lora"),
+                                  ("export", "lora", "--out", "x.npz"), ("crosscheck", "lora", "log.txt")])
+def test_an_empty_config_path_is_one_line_in_every_command(invoke, args):
+    r = invoke(*args, "--config", "")
+    assert r.exit_code == 2 and r.stderr.strip() == "nxgates: error: --config: empty path"
