@@ -26,6 +26,20 @@ def invoke(tmp_path, monkeypatch):
     return _invoke
 
 
+@pytest.fixture
+def cache(tmp_path):
+    """A parse cache of the test's own for the packaged gates.toml (nxgates/tomlcache.py)."""
+    return tmp_path / "__pycache__" / "gates.toml.test.marshal"
+
+
+@pytest.fixture
+def writes_bytecode(monkeypatch):
+    """As without PYTHONDONTWRITEBYTECODE (which this suite may run under): the registry writes caches."""
+    import sys
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+
+
 @pytest.fixture(scope="session")
 def dask_scheduler():
     """``dask_scheduler(n)``: the address of a LocalCluster of ``n`` single-threaded worker processes, started on

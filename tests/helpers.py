@@ -4,11 +4,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
+from nxgates import registry
 from nxgates.core.tape import F32
 from nxgates.gatekit import RunContext
 from tests.oracles.seed_lora import seed_lora
@@ -150,3 +152,19 @@ def process_gone(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+# ---- the packaged gates.toml, as the registry's and its parse cache's tests read it --------------------------
+
+PACKAGED_SOURCE = "gates.toml (packaged)"
+PACKAGED_TEXT = registry.PACKAGED_CONFIG.read_text(encoding="utf-8")
+PACKAGED_DATA = tomllib.loads(PACKAGED_TEXT)
+
+
+def registry_tables(reg: registry.Registry) -> list:
+    """Everything a registry took from the file, in file order."""
+    return [(e.name, e.module, e.description, e.aliases, e.raw_params, e.raw_presets, e.where)
+            for e in reg.gates.values()]
+
+
+PACKAGED_PARSED = registry_tables(registry.parse(PACKAGED_TEXT, PACKAGED_SOURCE))

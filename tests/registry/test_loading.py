@@ -3,35 +3,13 @@ Python would write bytecode (and always by ``cache_packaged``, as ``make compile
 packaged gates.toml is cached, never a ./gates.toml or a --config file."""
 
 import sys
-import tomllib
-
-import pytest
 
 from nxgates import registry, tomlcache
-
-TEXT = registry.PACKAGED_CONFIG.read_text(encoding="utf-8")
-DATA = tomllib.loads(TEXT)
-
-
-@pytest.fixture
-def cache(tmp_path):
-    return tmp_path / "__pycache__" / "gates.toml.test.marshal"
-
-
-@pytest.fixture
-def writes_bytecode(monkeypatch):
-    """As without PYTHONDONTWRITEBYTECODE (which this suite may run under): the registry writes caches."""
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-
-
-def tables(reg: registry.Registry) -> list:
-    """Everything a registry took from the file, in file order."""
-    return [(e.name, e.module, e.description, e.aliases, e.raw_params, e.raw_presets, e.where)
-            for e in reg.gates.values()]
-
-
-SOURCE = "gates.toml (packaged)"
-PARSED = tables(registry.parse(TEXT, SOURCE))
+from tests.helpers import PACKAGED_DATA as DATA
+from tests.helpers import PACKAGED_PARSED as PARSED
+from tests.helpers import PACKAGED_SOURCE as SOURCE
+from tests.helpers import PACKAGED_TEXT as TEXT
+from tests.helpers import registry_tables as tables
 
 
 def test_the_registry_writes_the_cache_only_where_python_would_write_bytecode(cache, monkeypatch):
