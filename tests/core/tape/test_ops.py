@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from nxgates.core.tape import F32, Tape, sequential_sum, tree_sum
+from tests.core.tape.reference import loop_sum, spread, tree_of
 from tests.helpers import reference_tree_sum
 
 rng = np.random.default_rng(7)
@@ -141,26 +142,6 @@ def f32(*values):
 
 def scalar(tape, value):
     return tape.leaf(np.array(value, F32))
-
-
-def loop_sum(values) -> np.float32:
-    acc = F32(0)
-    for v in values:
-        acc = F32(acc + F32(v))
-    return acc
-
-
-def spread(shape, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 6, shape)).astype(F32)
-
-
-def tree_of(values) -> np.float32:
-    level = [F32(v) for v in values]
-    while len(level) > 1:
-        m, h = len(level), len(level) // 2
-        level = [F32(level[k] + level[k + m - h]) for k in range(h)] + ([level[h]] if m - h > h else [])
-    return level[0]
 
 
 def weighted(tape, node, weights):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from nxgates.core.tape import F32, constf, constf_array, sequential_sum, tree_sum
+from tests.core.tape.reference import loop_sum, spread, tree_of
 from tests.helpers import reference_tree_sum
 
 rng = np.random.default_rng(7)
@@ -55,18 +56,6 @@ def test_constf_divides_in_float32():
     assert got.dtype == F32 and got.tolist() == [-1.5, 0.0, 0.75]
 
 
-def loop_sum(values) -> np.float32:
-    acc = F32(0)
-    for v in values:
-        acc = F32(acc + F32(v))
-    return acc
-
-
-def spread(shape, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 6, shape)).astype(F32)
-
-
 @pytest.mark.parametrize("shape, axis", [((20,), 0), ((3, 20), 1), ((20, 3), 0), ((4, 20, 3), 1), ((3, 4, 20), 2),
                                          ((20, 1), 0), ((1, 20), 1), ((2, 1, 20), 2), ((20, 5, 1), 0)])
 def test_sequential_sum_is_the_loop_along_any_axis_of_any_layout(shape, axis):
@@ -96,14 +85,6 @@ def test_sequential_sum_starts_from_positive_zero():
     assert not np.signbit(got).any() and got.shape == (4,)
     got = sequential_sum(np.full((3, 4), -0.0, F32), 1)
     assert not np.signbit(got).any() and got.shape == (3,)
-
-
-def tree_of(values) -> np.float32:
-    level = [F32(v) for v in values]
-    while len(level) > 1:
-        m, h = len(level), len(level) // 2
-        level = [F32(level[k] + level[k + m - h]) for k in range(h)] + ([level[h]] if m - h > h else [])
-    return level[0]
 
 
 @pytest.mark.parametrize("shape, axis", [((1,), 0), ((2,), 0), ((3,), 0), ((9,), 0), ((4, 9), 1), ((9, 4), 0),
