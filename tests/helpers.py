@@ -1,5 +1,6 @@
 """Helpers several test modules share (test modules never import each other): a section per area."""
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -50,19 +51,21 @@ def run_script(*args, cwd, stdin=subprocess.DEVNULL, timeout=60):
     return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, stdin=stdin, timeout=timeout)
 
 
-def run_in_process(*args, cwd):
+def run_in_process(*args, cwd, env=None, stdin=None):
     """The same CLI in-process (no interpreter start-up), with the attributes of :func:`run_script`'s result:
-    for the variants of a behaviour already pinned through the console script."""
+    for the variants of a behaviour already pinned through the console script. ``env``, if given, is the whole
+    environment for the call (as for a subprocess); an exception nxgates lets escape fails the test, as a
+    traceback on the script's stderr would."""
     from click.testing import CliRunner
 
     from nxgates.cli import cli
 
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    finally:
-        os.chdir(here)
+    overrides = None
+    if env is not None:
+        overrides = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        overrides.update({k: None for k in os.environ if k not in env})
+    with contextlib.chdir(cwd):
+        r = CliRunner().invoke(cli, list(args), env=overrides, input=stdin, catch_exceptions=False)
     return SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
 
 

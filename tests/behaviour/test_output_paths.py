@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.behaviour.from_outside import SCRIPT, assert_one_line_error, nx
-from tests.behaviour.in_process import nx_here
+from tests.helpers import run_in_process
 from tests.oracles.seed_logs import lora_log
 
 PG = ("run", "parallel-grad", "-q")
@@ -30,7 +30,7 @@ def snapshot(path: Path) -> tuple:
 @pytest.fixture
 def saved(tmp_path: Path) -> Path:
     """A genuine gradient file of the seed-size parallel-grad run."""
-    r = nx_here(*PG, "--save-grads", "g.npy", cwd=tmp_path)
+    r = run_in_process(*PG, "--save-grads", "g.npy", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     return tmp_path / "g.npy"
 
@@ -41,7 +41,7 @@ def test_save_grads_never_replaces_a_device_node(tmp_path):
         os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
     except (PermissionError, OSError):
         pytest.skip("cannot make a device node here")
-    r = nx_here(*PG, "--save-grads", str(node), cwd=tmp_path)
+    r = run_in_process(*PG, "--save-grads", str(node), cwd=tmp_path)
     assert_one_line_error(r, "refusing to write", "not a regular file")
     assert stat.S_ISCHR(os.lstat(node).st_mode)
 
@@ -57,13 +57,13 @@ def test_save_grads_refuses_a_symlink(tmp_path, saved):
 def test_save_grads_onto_a_hardlinked_compare_file_is_refused(tmp_path, saved):
     os.link(saved, tmp_path / "same.npy")
     before = snapshot(saved)
-    r = nx_here(*PG, "--compare-grads", "g.npy", "--save-grads", "same.npy", cwd=tmp_path)
+    r = run_in_process(*PG, "--compare-grads", "g.npy", "--save-grads", "same.npy", cwd=tmp_path)
     assert_one_line_error(r)
     assert snapshot(saved) == before and os.stat(tmp_path / "same.npy").st_ino == before[1]
 
 
 def test_save_grads_dash_is_refused(tmp_path):
-    r = nx_here(*PG, "--save-grads", "-", cwd=tmp_path)
+    r = run_in_process(*PG, "--save-grads", "-", cwd=tmp_path)
     assert_one_line_error(r, "--save-grads needs a file path")
     assert not (tmp_path / "-").exists()
 
@@ -90,7 +90,7 @@ def test_a_report_path_that_is_a_symlink_is_refused(tmp_path, option):
     target = tmp_path / "precious.txt"
     target.write_text("keep me\n")
     (tmp_path / "r.out").symlink_to("precious.txt")
-    r = nx_here("run", "lora", "-q", option, "r.out", cwd=tmp_path)
+    r = run_in_process("run", "lora", "-q", option, "r.out", cwd=tmp_path)
     assert_one_line_error(r, "refusing to write", "is a symlink")
     assert target.read_text() == "keep me\n" and (tmp_path / "r.out").is_symlink()
 
@@ -98,7 +98,7 @@ def test_a_report_path_that_is_a_symlink_is_refused(tmp_path, option):
 @pytest.mark.parametrize("option", ["--json", "--junit", "--save-grads"])
 def test_a_dangling_symlink_is_refused_and_its_target_not_created(tmp_path, option):
     (tmp_path / "out").symlink_to("nowhere")
-    r = nx_here("run", "parallel-grad", "-q", option, "out", cwd=tmp_path)
+    r = run_in_process("run", "parallel-grad", "-q", option, "out", cwd=tmp_path)
     assert_one_line_error(r, "refusing to write", "is a symlink")
     assert not (tmp_path / "nowhere").exists() and (tmp_path / "out").is_symlink()
 
@@ -110,7 +110,7 @@ def test_a_report_path_that_is_a_device_is_refused(tmp_path, option):
         os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
     except (PermissionError, OSError):
         pytest.skip("cannot make a device node here")
-    r = nx_here("run", "lora", "-q", option, str(node), cwd=tmp_path)
+    r = run_in_process("run", "lora", "-q", option, str(node), cwd=tmp_path)
     assert_one_line_error(r, "refusing to write", "not a regular file")
     assert stat.S_ISCHR(os.lstat(node).st_mode)
 
@@ -121,7 +121,7 @@ def test_crosscheck_report_onto_a_hardlink_of_its_log_is_refused(tmp_path, optio
     log.write_text(lora_log())
     os.link(log, tmp_path / "r.out")
     before = snapshot(log)
-    r = nx_here("crosscheck", "lora", "run.log", option, "r.out", cwd=tmp_path)
+    r = run_in_process("crosscheck", "lora", "run.log", option, "r.out", cwd=tmp_path)
     assert_one_line_error(r)
     assert snapshot(log) == before
 
@@ -130,7 +130,7 @@ def test_crosscheck_report_onto_a_hardlink_of_its_log_is_refused(tmp_path, optio
 def test_report_onto_a_hardlink_of_the_compare_file_is_refused(tmp_path, saved, option):
     os.link(saved, tmp_path / "r.out")
     before = snapshot(saved)
-    r = nx_here(*PG, "--compare-grads", "g.npy", option, "r.out", cwd=tmp_path)
+    r = run_in_process(*PG, "--compare-grads", "g.npy", option, "r.out", cwd=tmp_path)
     assert_one_line_error(r)
     assert snapshot(saved) == before
 
@@ -138,7 +138,7 @@ def test_report_onto_a_hardlink_of_the_compare_file_is_refused(tmp_path, saved, 
 def test_two_reports_onto_hardlinks_of_one_file_are_refused(tmp_path):
     (tmp_path / "a").write_text("x")
     os.link(tmp_path / "a", tmp_path / "b")
-    r = nx_here("run", "lora", "-q", "--json", "a", "--junit", "b", cwd=tmp_path)
+    r = run_in_process("run", "lora", "-q", "--json", "a", "--junit", "b", cwd=tmp_path)
     assert_one_line_error(r)
     assert (tmp_path / "a").read_text() == "x"
 
@@ -155,5 +155,5 @@ def test_dash_is_stdout_for_reports(tmp_path, option):
 
 def test_an_existing_regular_report_file_is_overwritten(tmp_path):
     (tmp_path / "r.json").write_text("old")
-    r = nx_here("run", "lora", "-q", "--json", "r.json", cwd=tmp_path)
+    r = run_in_process("run", "lora", "-q", "--json", "r.json", cwd=tmp_path)
     assert r.returncode == 0 and json.loads((tmp_path / "r.json").read_text())["passed"] is True
