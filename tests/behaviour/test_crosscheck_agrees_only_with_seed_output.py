@@ -2,7 +2,8 @@
 form the seed's printer writes (no leading zero, no sign on zero, no ``+``, no stray Unicode whitespace, a
 verdict line whose tail is its own verdict's), ``--source`` constants only as plain literals outside
 comments, and a pool that cannot show parallelism is refused as ``run`` refuses it. The logs are the
-seed's genuine output (``tests/oracles/seed_logs.py``), then mutated."""
+seed's genuine output (``tests/oracles/seed_logs.py``), then mutated; the genuine logs, and logs no seed run
+prints, go through the console script, and the many edits of one log through the same command in-process."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.behaviour.from_outside import PYTHON, Done, assert_one_line_error, kill_group, needs_dask, nx
+from tests.helpers import run_in_process
 from tests.oracles.seed_logs import LORA_GREEN, LORA_RED, lora_log, parallel_grad_log
 
 DATA = Path(__file__).parent.parent / "data"
@@ -25,11 +27,19 @@ PG = parallel_grad_log(workers=16, ran=8, B=8, mism=0, chk=1191, NP=192)  # the 
 
 
 def cross(tmp_path: Path, gate: str, text: str, *args: str, env: dict | None = None) -> Done:
+    """``nxgates crosscheck GATE run.log -q ARGS`` through the console script, ``run.log`` holding ``text``."""
     (tmp_path / "run.log").write_bytes(text.encode())
     return nx("crosscheck", gate, "run.log", "-q", *args, cwd=tmp_path, env=env)
 
 
-def assert_not_accepted(r: Done) -> None:
+def cross_here(tmp_path: Path, gate: str, text: str, *args: str):
+    """The same crosscheck in-process: for the many edits of one log, whose process boundary adds nothing
+    (the genuine logs, and a log no seed run prints, go through the console script above)."""
+    (tmp_path / "run.log").write_bytes(text.encode())
+    return run_in_process("crosscheck", gate, "run.log", "-q", *args, cwd=tmp_path)
+
+
+def assert_not_accepted(r) -> None:
     assert r.returncode != 0 and "CROSSCHECK GREEN" not in r.stdout, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
 
@@ -74,7 +84,7 @@ NOT_EXACT = {
 @pytest.mark.parametrize("case", sorted(NOT_EXACT))
 def test_a_figure_not_in_the_printers_exact_form_is_not_accepted(tmp_path, case):
     gate, text, args = NOT_EXACT[case]
-    assert_not_accepted(cross(tmp_path, gate, text, *args))
+    assert_not_accepted(cross_here(tmp_path, gate, text, *args))
 
 
 # ---- --source: constants as plain literals, outside comments --------------------------------------------
@@ -91,7 +101,7 @@ SOURCE_NOT_EXACT = {
 @pytest.mark.parametrize("case", sorted(SOURCE_NOT_EXACT))
 def test_a_source_constant_not_a_plain_literal_is_refused(tmp_path, case):
     (tmp_path / "gate.nx").write_text(SOURCE_NOT_EXACT[case])
-    r = cross(tmp_path, "lora", LORA, "--source", "gate.nx")
+    r = cross_here(tmp_path, "lora", LORA, "--source", "gate.nx")
     assert_one_line_error(r)
 
 
@@ -118,12 +128,12 @@ def non_canonical_edit(draw):
     return gate, text[:at] + insert + text[at:], f"{kind} {insert!r} at {m.group()!r} (offset {at})"
 
 
-@settings(max_examples=30, deadline=None, derandomize=True,
+@settings(max_examples=100, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(edit=non_canonical_edit())
 def test_no_non_canonical_edit_of_a_figure_is_accepted(tmp_path, edit):
     gate, text, what = edit
-    r = cross(tmp_path, gate, text)
+    r = cross_here(tmp_path, gate, text)
     assert r.returncode != 0 and "CROSSCHECK GREEN" not in r.stdout, what
 
 
