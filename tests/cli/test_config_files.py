@@ -41,7 +41,8 @@ def test_config_from_stdin_still_works(tmp_path):
 def test_config_mistakes_are_refused_when_loaded(tmp_path, config, fragments):
     (tmp_path / "gates.toml").write_text(config)
     command = ["list"] if "[gates.all]" in config else ["run", "lora"]
-    assert_usage_error(run_script(*command, cwd=tmp_path), "gates.toml", *fragments)
+    runner = run_script if "reserved" in fragments[-1] else run_in_process  # the script: a mistake of each kind
+    assert_usage_error(runner(*command, cwd=tmp_path), "gates.toml", *fragments)
     if "[gates.all]" not in config:
         assert_usage_error(run_in_process("show", "lora", cwd=tmp_path), "gates.toml", *fragments)
 

@@ -13,11 +13,11 @@ def test_one_path_for_two_outputs_is_refused(tmp_path):
     os.symlink("sub/out.json", tmp_path / "link.json")
     assert_usage_error(run_script("run", "lora", "--json", "out.json", "--junit", "out.json", cwd=tmp_path),
                        "--json and --junit name the same file")
-    assert_usage_error(run_script("run", "lora", "--json", "sub/out.json", "--junit", "link.json", cwd=tmp_path),
+    assert_usage_error(run_in_process("run", "lora", "--json", "sub/out.json", "--junit", "link.json", cwd=tmp_path),
                        "same file")
-    assert_usage_error(run_script("run", "lora", "--json", "./out.json", "--junit", "out.json", cwd=tmp_path),
+    assert_usage_error(run_in_process("run", "lora", "--json", "./out.json", "--junit", "out.json", cwd=tmp_path),
                        "same file")
-    assert_usage_error(run_script("run", "parallel-grad", "--save-grads", "g.npy", "--compare-grads", "./g.npy",
+    assert_usage_error(run_in_process("run", "parallel-grad", "--save-grads", "g.npy", "--compare-grads", "./g.npy",
                            cwd=tmp_path), "same file")
     assert not (tmp_path / "out.json").exists()
 
@@ -26,8 +26,8 @@ def test_report_targets_that_would_block_or_waste_a_run(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "adir").mkdir()
     assert_usage_error(run_script("run", "lora", "--json", "fifo", cwd=tmp_path), "--json fifo: is a FIFO")
-    assert_usage_error(run_script("run", "parallel-grad", "--save-grads", "fifo", cwd=tmp_path), "is a FIFO")
-    assert_usage_error(run_script("run", "parallel-grad", "--save-grads", "adir", cwd=tmp_path), "is a directory")
+    assert_usage_error(run_in_process("run", "parallel-grad", "--save-grads", "fifo", cwd=tmp_path), "is a FIFO")
+    assert_usage_error(run_in_process("run", "parallel-grad", "--save-grads", "adir", cwd=tmp_path), "is a directory")
 
 
 @pytest.mark.parametrize("option", ["--json", "--junit", "--config", "--save-grads", "--compare-grads"])
