@@ -7,8 +7,6 @@ writes.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from nxgates.core.mlp import Dims, init_data
@@ -24,20 +22,27 @@ STATIC = ("W1", "W2")
 #: its SPEC, for lines that name what was checked
 SPEC = "nxgates.gates.invariance.builtin:mlp_grads"
 
-_tapes = threading.local()  #: a tape per thread, as parallel-grad keeps one per worker (reset per example)
+#: tapes no call is using, by widths. A call takes one (or makes one) and puts it back when it returns, so
+#: concurrent calls never share a tape, as parallel-grad's workers each keep their own, and a tape records
+#: its pass once, not once per thread that calls. (``list.pop`` and ``append`` are atomic: no lock, which a
+#: forked pool worker could inherit held.)
+_spare: dict[Dims, list[Tape]] = {}
 
 
 def mlp_grads(X: np.ndarray, T: np.ndarray, W1: np.ndarray, W2: np.ndarray) -> np.ndarray:
     """Per-example gradients of the MLP ``x -> W1 -> relu -> W2 -> mse(t)``, one row per row of X."""
     dims = Dims(X.shape[1], W1.shape[0], W2.shape[0])
-    tape = getattr(_tapes, "by_dims", {}).get(dims)
-    if tape is None:
-        _tapes.by_dims = {**getattr(_tapes, "by_dims", {}), dims: Tape(dims.arena)}
-        tape = _tapes.by_dims[dims]
+    spare = _spare.setdefault(dims, [])
+    try:
+        tape = spare.pop()
+    except IndexError:
+        tape = Tape(dims.arena)
     w = np.concatenate([W1.reshape(-1), W2.reshape(-1)])
+    w1_t = np.ascontiguousarray(W1.T)  # made once per call, as parallel-grad makes it once per batch
     out = np.empty((X.shape[0], dims.n_params), F32)
     for b in range(X.shape[0]):
-        _example_grads(tape, dims, w, X[b], T[b], out[b])
+        _example_grads(tape, dims, w, X[b], T[b], out[b], w1_t=w1_t)
+    spare.append(tape)  # not after a call that raised: a pass stopped half way leaves its tape to be dropped
     return out
 
 
