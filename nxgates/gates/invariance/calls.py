@@ -119,16 +119,24 @@ def signature(outputs: Outputs) -> tuple:
 
 
 class CallThread:
-    """Serial calls under a deadline: each runs on one helper thread while the gate waits for it in slices,
+    """Serial calls under a deadline: they run on one helper thread while the gate waits for them in slices,
     so a call that never returns is a timeout. Python cannot stop a thread: a stuck one is left behind as a
-    daemon, named so the console script knows it (:mod:`nxgates.deadline`)."""
+    daemon, named so the console script knows it (:mod:`nxgates.deadline`).
+
+    A job may be a whole sequence of calls (a check's, or several checks'): what it calls through
+    :meth:`call` runs on the helper directly, so the sequence crosses between threads once, not per call.
+    Once :meth:`close` is called, the calls a job had still to make raise :class:`GateTimeout` instead
+    (a gate that stopped waiting for it, timed out or interrupted, leaves no work running behind it)."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self.closed = False
 
     def call(self, fn: Callable[[], Any], deadline: float | None) -> Any:
-        if deadline is None:
+        if deadline is None or threading.current_thread() is self._thread:
+            if self.closed:
+                raise GateTimeout("the run ended before this call")
             return fn()
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name=f"{THREAD_PREFIX}invariance-target",
@@ -154,6 +162,7 @@ class CallThread:
                 future.set_exception(exc)
 
     def close(self) -> None:
+        self.closed = True
         if self._thread is not None:
             self._jobs.put(None)
 
@@ -185,6 +194,11 @@ class Caller:
                                          ("call 1", f"call {k + 1}"))
         assert first is not None
         return first
+
+    def serially(self, calls: Callable[[], Any]) -> Any:
+        """``calls()`` (a sequence of this caller's calls and what is made of them) on the helper thread, under
+        the deadline: its result, or what it raised, raised here."""
+        return self._thread.call(calls, self.deadline)
 
     def one(self, rows: np.ndarray | slice, n: int) -> Outputs:
         kwargs = self.batch.kwargs(rows)

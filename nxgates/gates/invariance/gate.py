@@ -133,7 +133,9 @@ def run(ctx: RunContext) -> GateOutput:
     plant = planted(ctx.fault)
     call = Caller(fn, batch, p["repeat"], ulp, ctx.deadline, plant)
     rng = np.random.default_rng(p["seed"])
-    try:
+
+    def serial_checks() -> tuple[dict[str, np.ndarray], CheckTally, CheckTally, CheckTally]:
+        """The whole batch's call, then I1-I3: one job on the call thread, the calls one after another."""
         whole = call(slice(0, n))
         ctx.check_time()
         out.info(" outputs: " + ", ".join(f"{name} {a.dtype} {a.shape}" for name, a in whole.items()))
@@ -148,6 +150,10 @@ def run(ctx: RunContext) -> GateOutput:
         ctx.check_time()
         t3 = check_mates(call, whole, sample, n, rng, ulp)
         _judge(out, I3, t3, f"the batch permuted, {shown} among drawn mates")
+        return whole, t1, t2, t3
+
+    try:
+        whole, t1, t2, t3 = call.serially(serial_checks)
         ctx.check_time()
         job = PoolJob(fn, batch, plant, WorkerState() if ctx.fault == "worker-state" else None)
         pool = check_parallel(ctx, job, call, p["executor"], p["workers"], ulp)

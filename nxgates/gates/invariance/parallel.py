@@ -94,7 +94,7 @@ def check_parallel(ctx: RunContext, job: PoolJob, serial: Caller, executor: str,
             if r.error is not None:
                 raise TargetError(_pool_error(r.error, r.label, r.worker))
         tally = CheckTally(ulp)
-        expected = {b: serial(slice(*b)) for b in bounds}
+        expected = serial.serially(lambda: {b: serial(slice(*b)) for b in bounds})
         for k, r in enumerate(records):
             if k + first not in results:
                 continue
