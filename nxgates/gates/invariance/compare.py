@@ -18,6 +18,12 @@ from nxgates.core.ulp import ordered as ordered_f32
 
 #: the signed integer of each float width: a float's bits read as one, for its place in the order of values
 _INTS = {2: np.int16, 4: np.int32, 8: np.int64}
+#: the histogram's buckets past "0", by their lowest distance: each starts where the one before ends and
+#: the last is open, so a distance's bucket is where it sorts among these
+_BUCKET_LABELS = tuple(label for label, _, _ in BUCKETS[1:])
+_BUCKET_LOWS = np.array([low for _, low, _ in BUCKETS[1:]], np.uint64)
+if [high for _, _, high in BUCKETS[1:]] != [*(_BUCKET_LOWS[1:] - 1).tolist(), None]:
+    raise ImportError("the ULP histogram's buckets must be contiguous, the last one open")
 
 
 class Cell(NamedTuple):
@@ -142,38 +148,44 @@ def _fold(tally: OutputTally, name: str, a: np.ndarray, b: np.ndarray, rows: np.
     tally.histogram["0"] += a.size - count
     if not count:
         return None, rows[:0]
-    r, c = np.nonzero(differ)
-    x, y = a[r, c], b[r, c]
+    flat = np.flatnonzero(differ)  # the differing cells in row-major order: by position, then index
+    r, c = np.divmod(flat, a.shape[1])
+    x, y = a.reshape(-1)[flat], b.reshape(-1)[flat]
     if is_float(a.dtype):
         finite = np.isfinite(x) & np.isfinite(y)
         dist = ulp_distance(x, y)
         opposite = finite & (np.signbit(x) != np.signbit(y))
-        tally.nonfinite += int(np.count_nonzero(~finite))
+        tally.nonfinite += count - int(np.count_nonzero(finite))
         tally.sign += int(np.count_nonzero(opposite))
         if finite.any():
             tally.max_ulps = max(tally.max_ulps, int(dist[finite].max()))
-        same_sign = dist[finite & ~opposite]
-        for label, low, high in BUCKETS[1:]:
-            inside = same_sign >= low if high is None else (same_sign >= low) & (same_sign <= high)
-            tally.histogram[label] += int(np.count_nonzero(inside))
+        buckets = np.bincount(np.searchsorted(_BUCKET_LOWS, dist[finite & ~opposite], side="right"),
+                              minlength=_BUCKET_LOWS.size + 1)
+        for label, n in zip(_BUCKET_LABELS, buckets[1:].tolist(), strict=True):
+            tally.histogram[label] += n
         fails = ~finite | (dist > ulp)
         ulps = [int(d) if f else None for d, f in zip(dist[:FIRST_CELLS], finite[:FIRST_CELLS], strict=True)]
     else:
         tally.exact += count
         fails = np.ones(count, bool)
         ulps = [None] * min(count, FIRST_CELLS)
-    tally.failing += int(np.count_nonzero(fails))
+    failing = np.flatnonzero(fails)
+    tally.failing += failing.size
     cells = [Cell(int(rows[r[k]]), name, int(c[k]), x[k], y[k], ulps[k], bool(fails[k]))
              for k in range(min(count, FIRST_CELLS))]
     tally.first = sorted([*tally.first, *cells], key=lambda cell: (cell.row, cell.index))[:FIRST_CELLS]
-    failing = np.flatnonzero(fails)
     if not failing.size:
         return None, rows[:0]
-    k = int(failing[np.argmin(rows[r[failing]])])
-    d = ulp_distance(x[k : k + 1], y[k : k + 1])[0] if is_float(a.dtype) and np.isfinite(x[k]) and np.isfinite(
-        y[k]) else None
-    first = Cell(int(rows[r[k]]), name, int(c[k]), x[k], y[k], None if d is None else int(d), True)
-    return first, np.unique(rows[r[failing]])
+    # the positions with a failing cell, and of those the first whose batch row is the lowest
+    at = r[failing]  # ascending
+    hit = np.zeros(a.shape[0], bool)
+    hit[at] = True
+    positions = np.flatnonzero(hit)
+    lowest = positions[np.argmin(rows[positions])]
+    k = int(failing[np.searchsorted(at, lowest)])  # its first failing cell
+    d = int(dist[k]) if is_float(a.dtype) and finite[k] else None
+    first = Cell(int(rows[r[k]]), name, int(c[k]), x[k], y[k], d, True)
+    return first, np.unique(rows[positions])
 
 
 def json_value(value: Any) -> Any:
