@@ -13,7 +13,7 @@ from nxgates.core.memory import require
 from nxgates.core.mlp import Dims, MlpInputs, init_data, reduction_of
 from nxgates.core.numeric import Verdict, compare, mlp_numeric
 from nxgates.core.pool import EXECUTORS, AutoExecutor, auto_workers, choose_executor, make_pool
-from nxgates.core.tape import constf
+from nxgates.core.tape import Tape, constf
 from nxgates.core.train import batch_mean, tree_levels
 from nxgates.errors import ConfigError
 from nxgates.gatekit import ChoiceParam, Fault, GateDef, GateOutput, IntParam, RunContext
@@ -178,13 +178,16 @@ def run(ctx: RunContext) -> GateOutput:
 
     k = p["d4_examples"] or B
     given, reduce = MlpInputs.of(ctx.options), reduction_of(p)
-    serial_job = TrainingJob.make(dims, B, ctx.fault, given=given, reduce=reduce)
+    # the trainings run one after another, so they share their tapes: worker w's (the serial run's is worker
+    # 0's) records the pass once per run, not once per training
+    tapes: dict[int, Tape] = {}
+    serial_job = TrainingJob.make(dims, B, ctx.fault, given=given, reduce=reduce, arenas=tapes)
     serial = SgdTrainer(serial_job, lr, ctx).train(steps, "serial", keep_rows=k if k < B else 0)
     runs = [serial]
     for workers in (n_workers, n_workers + 1):
         pool = make_pool(executor, workers, None, scheduler)
         try:
-            job = TrainingJob.make(dims, B, ctx.fault, pool.array, pool.remote, given, reduce)
+            job = TrainingJob.make(dims, B, ctx.fault, pool.array, pool.remote, given, reduce, tapes)
             runs.append(SgdTrainer(job, lr, ctx, pool).train(steps, f"{workers} workers"))
         finally:
             pool.close()

@@ -64,13 +64,16 @@ class TrainingJob:
     @classmethod
     def make(cls, dims: Dims, B: int, fault: str | None, array=lambda shape: np.empty(shape, F32),
              remote: bool = False, given: MlpInputs | None = None,
-             reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum) -> TrainingJob:
-        """``array`` allocates: a pool's shared memory (made before its workers start) or plain numpy."""
+             reduce: Callable[[np.ndarray, int], np.ndarray] = tree_sum, arenas: dict[int, Tape] | None = None
+             ) -> TrainingJob:
+        """``array`` allocates: a pool's shared memory (made before its workers start) or plain numpy.
+        ``arenas``: the workers' tapes, shared with jobs that never run at the same time as this one (the
+        same fault and reduction), else this job's own."""
         w, x, t = init_data(dims, B, given)
         chunk = chunk_examples(dims.n_params, 1, B, remote)
         job = cls(dims, array(w.shape), array((dims.D, dims.H)), array(w.shape), array((dims.D, dims.H)),
                   array(x.shape), array(t.shape), array((2, chunk, dims.n_params)), array((B,)), fault,
-                  reduce=reduce)
+                  {} if arenas is None else arenas, reduce=reduce)
         job.w[...], job.x[...], job.t[...] = w, x, t
         job.refresh_transpose()
         job.w_prev[...], job.w1_t_prev[...] = job.w, job.w1_t
