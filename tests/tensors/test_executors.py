@@ -25,16 +25,13 @@ def passed(out):
 
 
 @pytest.mark.parametrize("order", ["tree", "sequential"])
-def test_parallel_grad_on_given_tensors_is_the_same_on_every_executor(order):
+def test_parallel_grad_on_given_tensors_is_the_same_on_every_executor(order, dask_scheduler):
     arrays = user_arrays()
     params = {**SIZES, "workers": 2, "reduction": order}
     digests = {e: passed(pg.run(ctx({**params, "executor": e}, inputs=arrays))) for e in ("thread", "process")}
-    if dask_available():
-        from nxgates.core.pool import dask as dask_pool
-
-        with dask_pool.local_cluster(2) as lc:
-            digests["dask"] = passed(pg.run(ctx({**params, "executor": "dask"}, inputs=arrays,
-                                                scheduler=lc.scheduler_address)))
+    if dask_available():  # on the session's cluster, by its address
+        digests["dask"] = passed(pg.run(ctx({**params, "executor": "dask"}, inputs=arrays,
+                                            scheduler=dask_scheduler(2))))
     assert len(set(digests.values())) == 1, digests
     assert digests["thread"] != passed(pg.run(ctx({**params, "executor": "thread"})))  # not the formulas'
 
