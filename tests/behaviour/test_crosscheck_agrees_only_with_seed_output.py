@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.behaviour.from_outside import PYTHON, Done, assert_one_line_error, kill_group, needs_dask, nx
+from tests.behaviour.from_outside import Done, assert_one_line_error, needs_dask, nx
 from tests.helpers import run_in_process
 from tests.oracles.seed_logs import LORA_GREEN, LORA_RED, lora_log, parallel_grad_log
 
@@ -139,45 +138,10 @@ def test_no_non_canonical_edit_of_a_figure_is_accepted(tmp_path, edit):
 
 # ---- a pool that cannot show parallelism ----------------------------------------------------------------
 
-ONE_WORKER_CLUSTER = """
-import sys
-
-from distributed import Client, LocalCluster
-
-if __name__ == "__main__":
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           host="127.0.0.1")
-    with Client(cluster) as client:  # answered a task: the scheduler and its worker are up
-        client.wait_for_workers(1)
-        assert client.submit(sum, [1, 2]).result() == 3
-    print(cluster.scheduler_address, flush=True)
-    sys.stdin.read()
-    cluster.close()
-"""
-
-
-@pytest.fixture(scope="module")
-def one_worker_scheduler(tmp_path_factory):
-    """The address of a Dask cluster with exactly one worker, for the module's tests."""
-    script = tmp_path_factory.mktemp("cluster") / "one_worker.py"
-    script.write_text(ONE_WORKER_CLUSTER)
-    proc = subprocess.Popen([PYTHON, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    try:
-        import selectors
-
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout=60):
-            pytest.fail("the one-worker cluster did not start in 60 s")
-        address = proc.stdout.readline().strip()
-        assert address.startswith("tcp://"), address
-        yield address
-    finally:
-        try:  # its stdin closed, the script closes its cluster, which unlinks the semaphores its nannies made
-            proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
+@pytest.fixture
+def one_worker_scheduler(dask_scheduler):
+    """The address of the session's Dask cluster of exactly one worker."""
+    return dask_scheduler(1)
 
 
 def pg_red_t2() -> str:
