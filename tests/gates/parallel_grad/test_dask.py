@@ -15,6 +15,7 @@ import pytest
 from nxgates.core import chunks
 from nxgates.core.mlp import Dims
 from nxgates.core.pool import dask as dask_pool
+from nxgates.core.pool.dask import cluster as dask_cluster
 from nxgates.gates import parallel_grad as pg
 from nxgates.gates.parallel_grad import job as pg_job
 from nxgates.gates.parallel_grad import stream as pg_stream
@@ -31,6 +32,23 @@ REAL_RUN_TASK = pg_job.run_task
 @pytest.fixture
 def cluster(dask_scheduler):
     return dask_scheduler(2)
+
+
+@pytest.fixture
+def lent_cluster(cluster, monkeypatch):
+    """Pools given no address borrow the session's LocalCluster, as a selftest session lends one to its runs
+    (``session_cluster``; ``distributed.Client`` joins it by its address as it joins the cluster itself): the
+    gate's path on a cluster of its own (workers on this host, rows in host memory), with none started for the
+    test. The gate starting and stopping one of its own: the lost-worker tests below."""
+    def no_cluster_of_its_own(*args):
+        raise AssertionError("started a LocalCluster though the session lends one")
+
+    monkeypatch.setattr(dask_pool, "local_cluster", no_cluster_of_its_own)
+    monkeypatch.setattr(dask_cluster, "local_cluster", no_cluster_of_its_own)
+    session = {"cluster": cluster, "workers": SEED["workers"]}
+    dask_cluster.SESSIONS.append(session)
+    yield cluster
+    dask_cluster.SESSIONS.remove(session)
 
 
 def by_name(out):
@@ -109,6 +127,7 @@ def test_a_worker_lost_mid_pass_is_rerun_elsewhere_with_the_same_bits(tmp_path, 
     assert out.digest == expected
     checks = by_name(out)
     assert checks[pg.T1] and checks[pg.T3] and m["tasks_completed"] == 8
+    assert m["rows"] == "shared memory"  # the workers of a cluster of its own map the gate's rows
     if workers == 3:
         assert checks[pg.T2] and m["distinct_workers"] == 2
     else:  # one worker left: parallelism not shown, and T2 says why
@@ -223,25 +242,25 @@ def test_ctrl_c_and_timeout_leave_no_worker_process_behind(tmp_path):
     assert tagged_processes(tag) == []
 
 
-def test_own_cluster_workers_write_rows_into_host_memory_others_return_them(cluster):
+def test_own_cluster_workers_write_rows_into_host_memory_others_return_them(lent_cluster):
     """Our LocalCluster's workers map the gate's rows (no 200 MB per pass over TCP at large); a cluster
     reached by address may be elsewhere, so its rows travel back. Both give the local executors' bits."""
     expected = digest({**SEED, "executor": "thread"})
     own = pg.run(ctx(SEED))
     assert own.metrics["rows"] == "shared memory" and own.digest == expected and all(by_name(own).values())
-    remote = pg.run(ctx(SEED, scheduler=cluster))
+    remote = pg.run(ctx(SEED, scheduler=lent_cluster))
     assert remote.metrics["rows"] == "returned" and remote.digest == expected and all(by_name(remote).values())
 
 
 @pytest.mark.parametrize("where", ["own cluster", "by address"])
-def test_dask_streams_the_batch_in_chunks_with_the_same_bits(cluster, monkeypatch, where):
+def test_dask_streams_the_batch_in_chunks_with_the_same_bits(lent_cluster, monkeypatch, where):
     """A batch of many chunks on Dask: the cluster's copy of the job is made once, so the tasks of later
     chunks make their inputs from the example's index; rows land in host memory (own cluster) or travel
     back (by address). Same digest as the process executor, every check green, memory planned per chunk."""
     params = {**SEED, "D": 5, "H": 7, "O": 3, "B": 13}
     expected = digest({**params, "executor": "process"})
     monkeypatch.setattr(chunks, "REMOTE_CHUNK_BYTES", 1)  # a chunk is one round of the workers: 7 chunks
-    options = {} if where == "own cluster" else {"scheduler": cluster}
+    options = {} if where == "own cluster" else {"scheduler": lent_cluster}
     out = pg.run(ctx(params, **options))
     assert out.metrics["chunk_examples"] == 2 and out.digest == expected and all(by_name(out).values())
     assert out.metrics["tasks_completed"] == 13 and sorted(out.metrics["tasks_per_worker"].values()) == [6, 7]
