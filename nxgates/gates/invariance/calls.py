@@ -184,14 +184,14 @@ class Caller:
         """The outputs of a call on ``rows`` of the batch (a slice, or row indices in the call's order)."""
         n = len(range(self.batch.n)[rows]) if isinstance(rows, slice) else int(rows.size)
         index = np.arange(self.batch.n)[rows]
+        where = rows_text(rows, self.batch.n)
         first: Outputs | None = None
         for k in range(self.repeat):
-            got = self.one(rows, n)
+            got = self.one(rows, n, where)
             if first is None:
                 first = got
             else:
-                self.determinism.compare(first, got, index, f"{rows_text(rows, self.batch.n)}, call {k + 1}",
-                                         ("call 1", f"call {k + 1}"))
+                self.determinism.compare(first, got, index, f"{where}, call {k + 1}", ("call 1", f"call {k + 1}"))
         assert first is not None
         return first
 
@@ -200,7 +200,8 @@ class Caller:
         the deadline: its result, or what it raised, raised here."""
         return self._thread.call(calls, self.deadline)
 
-    def one(self, rows: np.ndarray | slice, n: int) -> Outputs:
+    def one(self, rows: np.ndarray | slice, n: int, where: str) -> Outputs:
+        """One call on ``rows`` (``n`` of them; ``where`` names them in a line)."""
         kwargs = self.batch.kwargs(rows)
         t0 = time.perf_counter()
         try:
@@ -209,11 +210,11 @@ class Caller:
         except (GateTimeout, KeyboardInterrupt):
             raise
         except (Exception, SystemExit) as exc:  # the target's own error: the gate's, named with the call
-            raise TargetError(target_error(exc, rows_text(rows, self.batch.n))) from None
+            raise TargetError(target_error(exc, where)) from None
         finally:
             self.seconds += time.perf_counter() - t0
             self.calls += 1
-        self.check_signature(outputs, rows_text(rows, self.batch.n))
+        self.check_signature(outputs, where)
         return outputs if self.plant is None else self.plant(outputs, n)
 
     def check_signature(self, outputs: Outputs, where: str) -> None:
