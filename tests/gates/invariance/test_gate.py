@@ -39,6 +39,12 @@ def test_the_built_in_target_is_the_tapes_per_example_gradients(entry):
     one = np.empty(dims.n_params, np.float32)
     example_grads(Tape(dims.arena), dims, w, arrays["X"][3], arrays["T"][3], one)
     assert one.tobytes() == rows[3].tobytes()
+    # its tapes are reused from call to call: a call with other weights gets a fresh tape's bits for them
+    other = {**arrays, "W1": arrays["W1"][::-1] * np.float32(1.5), "W2": -arrays["W2"]}
+    rows = mlp_grads(**other)
+    w = np.concatenate([other["W1"].ravel(), other["W2"].ravel()])
+    example_grads(Tape(dims.arena), dims, w, other["X"][3], other["T"][3], one)
+    assert one.tobytes() == rows[3].tobytes() and np.count_nonzero(one)
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
