@@ -175,14 +175,16 @@ def test_console_script_on_a_real_dask_scheduler_and_two_workers(tmp_path):
                            capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env)
         assert r.returncode == 1 and f" FAIL {pg.T1}" in r.stdout, r.stdout + r.stderr
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        # the workers, then the scheduler: a worker stopped as its scheduler stops can hang in its close
+        for stopping in (procs[1:], procs[:1]):
+            for p in stopping:
+                p.terminate()
+            for p in stopping:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
         log.close()
 
 
