@@ -23,7 +23,7 @@ _INTS = {2: np.int16, 4: np.int32, 8: np.int64}
 _BUCKET_LABELS = tuple(label for label, _, _ in BUCKETS[1:])
 _BUCKET_LOWS = np.array([low for _, low, _ in BUCKETS[1:]], np.uint64)
 if [high for _, _, high in BUCKETS[1:]] != [*(_BUCKET_LOWS[1:] - 1).tolist(), None]:
-    raise ImportError("the ULP histogram's buckets must be contiguous, the last one open")
+    raise RuntimeError("the ULP histogram's buckets must be contiguous, the last one open")
 
 
 class Cell(NamedTuple):
