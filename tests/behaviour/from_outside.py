@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,10 +36,12 @@ def nx(*args: str, cwd: Path, env: dict | None = None, timeout: float = 60, stdi
     return finish(start(list(args), cwd, env, stdin), timeout, f"nxgates {' '.join(args)[:200]}")
 
 
-def start(args: list[str], cwd: Path, env: dict | None = None, stdin=subprocess.DEVNULL) -> subprocess.Popen:
-    """The console script started in its own session (so :func:`kill_group` reaches its workers)."""
+def start(args: list[str], cwd: Path, env: dict | None = None, stdin=subprocess.DEVNULL,
+          preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen:
+    """The console script started in its own session (so :func:`kill_group` reaches its workers); ``preexec_fn``
+    runs in the child before the script (:func:`stop_signals_at_default` for a command a test stops)."""
     proc = subprocess.Popen([SCRIPT, *args], cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=preexec_fn)
     proc.started = time.monotonic()
     return proc
 
@@ -58,6 +61,61 @@ def kill_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate()
+
+
+def stop_signals_at_default() -> None:
+    """For ``preexec_fn``: the command starts with Ctrl-C, SIGTERM and SIGHUP at their defaults, as from a
+    terminal, whatever this test run was started with. An ignored signal stays ignored across ``exec`` (a
+    non-interactive shell's ``&`` ignores SIGINT, ``nohup`` SIGHUP), and nxgates, as Python does, keeps an
+    ignored stop signal ignored: a test that stops a command with one must not inherit that."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+# ---- readiness: what a running command shows from outside ----------------------------------------------
+
+
+def wait_for(proc: subprocess.Popen, ready: Callable[[], bool], what: str, limit: float = 60) -> None:
+    """Poll ``ready()`` until it holds while ``proc`` runs; a command that ends first, or a sign not seen in
+    ``limit`` seconds (the command is then killed), fails the test. The bound is for a hung or very loaded
+    machine, never a pace: the sign is what the test waits for."""
+    end = time.monotonic() + limit
+    while not ready():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the command ended (exit {proc.returncode}) before {what}:\n{out[-1000:]}{err[-2000:]}")
+        if time.monotonic() > end:
+            proc.kill()
+            kill_group(proc)
+            pytest.fail(f"not seen within {limit} s: {what}")
+        time.sleep(0.01)
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes ``pid`` forked that still run (a pool's workers), from /proc; none once it is gone."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                found += [int(child) for child in fh.read().split()]
+        except OSError:
+            continue
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time process ``pid`` has used itself, every thread's (not its children's); 0 once it is gone. A
+    command's work costs about the same CPU however loaded the machine is, where wall-clock time does not."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def assert_one_line_error(r: Done, *fragments: str) -> None:

@@ -6,24 +6,35 @@ from __future__ import annotations
 
 import json
 import signal
-import time
+import subprocess
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.behaviour.from_outside import GREEN_BODY, Done, finish, plugin_source, start
+from tests.behaviour.from_outside import (
+    GREEN_BODY,
+    Done,
+    children_of,
+    cpu_seconds,
+    finish,
+    plugin_source,
+    start,
+    stop_signals_at_default,
+    wait_for,
+)
 from tests.oracles.seed_logs import parallel_grad_log
 
 STOP = {signal.SIGINT: (130, "nxgates: interrupted"), signal.SIGTERM: (143, "nxgates: terminated (SIGTERM)")}
 
 
-def stop_after(args: list[str], cwd: Path, sig: signal.Signals, after: float, timeout: float = 30,
-               env: dict | None = None) -> Done:
-    """Start ``nxgates ARGS``, send ``sig`` to it ``after`` seconds in, and wait for it to end."""
-    proc = start(args, cwd, env)
-    time.sleep(after)
-    assert proc.poll() is None, f"the command ended before the signal: {proc.communicate()}"
+def stop_when(args: list[str], cwd: Path, sig: signal.Signals, ready: Callable[[subprocess.Popen], bool],
+              what: str, timeout: float = 30, env: dict | None = None) -> Done:
+    """Start ``nxgates ARGS``, send ``sig`` to it once ``ready(proc)`` shows it is where the test stops it
+    (``what``), and wait for it to end. A command that ends first fails the test: the signal must land."""
+    proc = start(args, cwd, env, preexec_fn=stop_signals_at_default)
+    wait_for(proc, lambda: ready(proc), what)
     proc.send_signal(sig)
     return finish(proc, timeout, f"nxgates {args[0]}, {sig.name} sent,")
 
@@ -39,8 +50,10 @@ def assert_stopped(r: Done, sig: signal.Signals) -> None:
 def test_selftest_json_is_written_when_stopped_in_a_gate(plugins, sig):
     """A stopped selftest still writes its JSON, marked interrupted: stopped inside a gate's run (a plugin
     that waits, so the signal lands there however fast the machine), after finished runs."""
-    env = plugins(slow=plugin_source("import time\ntime.sleep(0.5 if ctx.fault else 30)\n" + GREEN_BODY))
-    r = stop_after(["selftest", "lora", "slow", "--json", "r.json"], env.cwd, sig, after=3, env=env.env)
+    waiting = "import pathlib, time\nif not ctx.fault:\n    pathlib.Path('waiting').touch()\n"
+    env = plugins(slow=plugin_source(waiting + "time.sleep(0.5 if ctx.fault else 30)\n" + GREEN_BODY))
+    r = stop_when(["selftest", "lora", "slow", "--json", "r.json"], env.cwd, sig,
+                  lambda _: (env.cwd / "waiting").exists(), "the slow gate's clean run waits", env=env.env)
     assert_stopped(r, sig)
     doc = json.loads((env.cwd / "r.json").read_text())
     assert doc["interrupted"] is True and doc["passed"] is False
@@ -48,17 +61,19 @@ def test_selftest_json_is_written_when_stopped_in_a_gate(plugins, sig):
 
 
 def long_crosscheck_log(tmp_path: Path) -> list[str]:
-    """A well-formed parallel-grad log at sizes whose recomputation takes many seconds."""
+    """A well-formed parallel-grad log at sizes whose recomputation takes many seconds, on forked workers."""
     D, H, O, B = 784, 1024, 10, 4096
     NP = H * D + O * H
     (tmp_path / "run.log").write_text(parallel_grad_log(workers=16, ran=B, B=B, mism=0, chk=B * NP // 2, NP=NP))
     return ["crosscheck", "parallel-grad", "run.log", "--set", f"D={D}", "--set", f"H={H}", "--set", f"O={O}",
-            "--set", f"B={B}", "--json", "r.json", "--junit", "r.xml"]
+            "--set", f"B={B}", "--set", "executor=process", "--json", "r.json", "--junit", "r.xml"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_crosscheck_reports_are_written_when_stopped(tmp_path, sig):
-    r = stop_after(long_crosscheck_log(tmp_path), tmp_path, sig, after=3)
+    """Stopped in the recomputation: its pool's workers, forked only there, are running."""
+    r = stop_when(long_crosscheck_log(tmp_path), tmp_path, sig, lambda proc: bool(children_of(proc.pid)),
+                  "the recomputation's workers run")
     assert_stopped(r, sig)
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["interrupted"] is True and doc["passed"] is False
@@ -68,7 +83,9 @@ def test_crosscheck_reports_are_written_when_stopped(tmp_path, sig):
 def test_run_junit_shows_the_interruption(tmp_path):
     args = ["run", "lora", "parallel-grad", "--preset", "medium", "--repeat", "10000", "--timeout", "60",
             "--set", "executor=thread", "--json", "r.json", "--junit", "r.xml"]
-    r = stop_after(args, tmp_path, signal.SIGTERM, after=4)
+    # past its imports (about 0.3 s of CPU) and into the first gate's repeated pool passes
+    r = stop_when(args, tmp_path, signal.SIGTERM, lambda proc: cpu_seconds(proc.pid) >= 0.6,
+                  "the run has used 0.6 s of CPU")
     assert_stopped(r, signal.SIGTERM)
     assert json.loads((tmp_path / "r.json").read_text())["interrupted"] is True
     root = ET.parse(tmp_path / "r.xml").getroot()

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+from tests.behaviour.from_outside import cpu_seconds, stop_signals_at_default, wait_for
 from tests.helpers import SCRIPT
 
 
@@ -48,11 +49,12 @@ def test_ctrl_c_writes_finished_reports_and_exits_130(tmp_path):
     proc = subprocess.Popen(
         [SCRIPT, "run", "parallel-grad", "lora", "--set", "lora.algorithm=naive", "--set", "lora.T=16",
          "--set", "lora.DM=256", "--set", "lora.R=8", "--json", "r.json", "--junit", "r.xml"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=stop_signals_at_default)
     for line in proc.stdout:
         if line.startswith("TA-PARALLEL-GRAD GREEN"):
             break
-    time.sleep(0.5)  # well inside the long naive lora gradcheck
+    cpu = cpu_seconds(proc.pid)
+    wait_for(proc, lambda: cpu_seconds(proc.pid) >= cpu + 0.25, "0.25 s of CPU into the long naive lora gradcheck")
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=20)

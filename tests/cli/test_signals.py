@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.behaviour.from_outside import children_of, cpu_seconds, stop_signals_at_default, wait_for
 from tests.helpers import SCRIPT
 
 
@@ -27,34 +28,25 @@ def _session_processes(sid: int) -> list[int]:
     return found
 
 
-def _wait_for_cpu(pid, seconds, limit=60.0):
-    """Wait until process ``pid`` has used ``seconds`` of CPU itself: past its imports (about 0.2 s of CPU)
-    however loaded the machine is, where a fixed sleep is not."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        if (int(fields[11]) + int(fields[12])) / ticks >= seconds:  # utime + stime
-            return
-        time.sleep(0.05)
-    pytest.fail(f"the run used less than {seconds} s of CPU in {limit} s")
+def _inside_the_pool_passes(proc: subprocess.Popen, executor: str) -> None:
+    """Wait until the run is inside the pool passes of its repeated gate, however loaded the machine is: with
+    forked workers, once one runs (they are forked only there); with threads, once the run has used 0.6 s of
+    CPU (its imports take about 0.3 s, and the same work costs the same CPU on a busy machine)."""
+    if executor == "process":
+        wait_for(proc, lambda: bool(children_of(proc.pid)), "a worker of the run's pool runs")
+    else:
+        wait_for(proc, lambda: cpu_seconds(proc.pid) >= 0.6, "the run has used 0.6 s of CPU")
 
 
-def _hangup_not_ignored() -> None:
-    """A test suite started under ``nohup`` hands its ignored SIGHUP down to every command, and nxgates keeps an
-    ignored SIGHUP ignored, as nohup asks: the commands here start with SIGHUP at its default."""
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
-
-
-def _stop_mid_run(tmp_path, args, sig, group):
+def _stop_mid_run(tmp_path, executor, sig, group):
     """Start a long run in its own session, let it work, signal it (its whole group, as a terminal's
     Ctrl-C or ``timeout`` does, or the main process only), and return (exit code, stderr lines)."""
+    args = [*LONG_POOL_RUN, "--set", f"executor={executor}"]
     proc = subprocess.Popen([SCRIPT, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"),
-                            preexec_fn=_hangup_not_ignored)
+                            preexec_fn=stop_signals_at_default)
     try:
-        _wait_for_cpu(proc.pid, 0.6)  # imports done, inside the pool passes of the repeated gate
+        _inside_the_pool_passes(proc, executor)
         if group:
             os.killpg(proc.pid, sig)
         else:
@@ -86,8 +78,7 @@ LONG_POOL_RUN = ["run", "parallel-grad", "lora", "--preset", "medium", "--repeat
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, executor):
-    code, err = _stop_mid_run(tmp_path, [*LONG_POOL_RUN, "--set", f"executor={executor}"], signal.SIGINT,
-                              group=True)
+    code, err = _stop_mid_run(tmp_path, executor, signal.SIGINT, group=True)
     assert code == 130
     assert err == ["nxgates: interrupted; writing the reports of finished gates"]
     doc = json.loads((tmp_path / "r.json").read_text())
@@ -96,14 +87,14 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, executor):
 
 @pytest.mark.parametrize("group", [False, True])
 def test_sigterm_is_a_clean_interruption_with_exit_143(tmp_path, group):
-    code, err = _stop_mid_run(tmp_path, [*LONG_POOL_RUN, "--set", "executor=process"], signal.SIGTERM, group)
+    code, err = _stop_mid_run(tmp_path, "process", signal.SIGTERM, group)
     assert code == 143
     assert err == ["nxgates: terminated (SIGTERM); writing the reports of finished gates"]
     assert json.loads((tmp_path / "r.json").read_text())["interrupted"] is True
 
 
 def test_sighup_is_a_clean_interruption_with_exit_129(tmp_path):
-    code, err = _stop_mid_run(tmp_path, [*LONG_POOL_RUN, "--set", "executor=process"], signal.SIGHUP, group=True)
+    code, err = _stop_mid_run(tmp_path, "process", signal.SIGHUP, group=True)
     assert code == 129
     assert err == ["nxgates: terminated (SIGHUP); writing the reports of finished gates"]
 
@@ -139,7 +130,7 @@ def test_a_stop_signal_inside_a_finalizer_is_not_lost(name, raised):
     there would leave a run going for its whole --timeout. The stop must arrive, and nothing be printed."""
     python = str(Path(SCRIPT).with_name("python"))
     done = subprocess.run([python, "-c", LOST_IN_A_FINALIZER.replace("{name}", name)], capture_output=True,
-                          text=True, timeout=60, preexec_fn=_hangup_not_ignored)
+                          text=True, timeout=60, preexec_fn=stop_signals_at_default)
     assert (done.stdout.strip(), done.stderr) == (f"stopped {raised}", "")
 
 
