@@ -29,7 +29,7 @@ SPINNER = "while True:\n    pass\n" + GREEN_BODY
 @pytest.mark.parametrize("body", [SLEEPER, SPINNER], ids=["sleeps", "busy-loops"])
 def test_timeout_stops_a_gate_that_never_checks_the_time(plugins, body):
     env = plugins(stuck=plugin_source(body))
-    r = env.run("run", "stuck", "--timeout", "3", "--json", "r.json", timeout=11)
+    r = env.run("run", "stuck", "--timeout", "0.5", "--json", "r.json", timeout=11)
     assert r.seconds < 10 and r.returncode == 1, (r.returncode, r.seconds, r.stderr)
     assert "timed out" in r.stdout + r.stderr and "Traceback" not in r.stderr
     gate = strict_json((env.cwd / "r.json").read_text())["gates"][0]
