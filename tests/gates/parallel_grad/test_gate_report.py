@@ -302,19 +302,30 @@ def test_t3_names_every_re_run_task_that_raised(monkeypatch):
 
 
 def test_t3_names_a_re_run_task_that_never_completed_before_the_deadline(monkeypatch):
+    """The deadline passes while a re-run task is stuck, once the other worker's re-run tasks are done: the
+    moment comes from the tasks themselves, not from a guess at how long the run takes."""
     import threading
     import time
 
-    release = threading.Event()
+    release, others_done = threading.Event(), threading.Event()
+    done = set()
+    run_ctx = RunContext(params=dict(SEED), deadline=time.monotonic() + 60)
 
     def stuck(real, task, worker):
         if task.output == 1 and task.example == 2:
+            others_done.wait(30)
+            run_ctx.deadline = time.monotonic()  # passes now, with this task still running
             release.wait(30)
-        return real(task, worker)
+        result = real(task, worker)
+        if task.output == 1 and task.example % 2:
+            done.add(task.example)
+            if done == {1, 3, 5, 7}:
+                others_done.set()
+        return result
 
     _tasks_by(monkeypatch, stuck)
     try:
-        out = pg.run(RunContext(params=dict(SEED), deadline=time.monotonic() + 2.0))
+        out = pg.run(run_ctx)
     finally:
         release.set()
     # the stuck worker's own later examples (dealt round-robin) wait behind it
