@@ -7,6 +7,7 @@ import fcntl
 import os
 import pickle
 import struct
+import tempfile
 import time
 
 import pytest
@@ -21,6 +22,23 @@ def whoami(ctx, worker):
     if ctx:
         time.sleep(ctx)
     return worker, os.getpid()
+
+
+def until(ctx, worker):
+    """Hold a worker until directory ``ctx[0]`` holds ``ctx[1]`` files (made by the test, or by :func:`marked`
+    tasks; 20 s at most), then as :func:`whoami`."""
+    folder, count = ctx
+    for _ in range(4000):
+        if len(os.listdir(folder)) >= count:
+            break
+        time.sleep(0.005)
+    return whoami(0, worker)
+
+
+def marked(ctx, worker):
+    """As :func:`whoami`, leaving a file of its own in directory ``ctx``."""
+    os.close(tempfile.mkstemp(dir=ctx)[0])
+    return whoami(0, worker)
 
 
 def die_now(ctx, worker):
@@ -46,11 +64,13 @@ def started(pool):
     assert pool.wait(2, 30).reached
 
 
-def test_the_worker_done_first_runs_the_movable_tasks_and_their_records_name_it():
+def test_the_worker_done_first_runs_the_movable_tasks_and_their_records_name_it(tmp_path):
+    """Worker 0 is held until six movable tasks have run: worker 1, done first, must have run them all (tasks
+    left where they were dealt would wait behind worker 0's and keep it held)."""
     with ProcessWorkerPool(2) as pool:
         started(pool)
-        own, values = submit_all(pool, [(whoami, 1.0), (whoami, 0)])  # worker 0 sleeps, worker 1 does not
-        moved, moved_values = submit_all(pool, [(whoami, 0)] * 6, movable=True)
+        own, values = submit_all(pool, [(until, (str(tmp_path), 6)), (whoami, 0)])
+        moved, moved_values = submit_all(pool, [(marked, str(tmp_path))] * 6, movable=True)
         assert [r.worker for r in moved] == [0, 1, 0, 1, 0, 1]  # dealt round-robin, as any task
         assert pool.wait(10, 30).reached
         worker1 = values[3][1]
@@ -114,14 +134,15 @@ def test_movable_tasks_dealt_to_one_worker_run_there():
         assert pool._executors[1].process is None  # never forked
 
 
-def test_movable_tasks_flushed_while_claimable_ones_are_in_flight_run_where_they_were_dealt():
+def test_movable_tasks_flushed_while_claimable_ones_are_in_flight_run_where_they_were_dealt(tmp_path):
     with ProcessWorkerPool(2) as pool:
-        submit_all(pool, [(whoami, 0.5), (whoami, 0.5)])
+        submit_all(pool, [(until, (str(tmp_path), 1))] * 2)  # both workers held until the second flush
         first, _ = submit_all(pool, [(whoami, 0)] * 2, movable=True)
         pool.flush()
         assert pool._claimable is not None
         second, values = submit_all(pool, [(whoami, 0)] * 4, movable=True)
         pool.flush()
+        (tmp_path / "go").touch()
         assert pool.wait(8, 30).reached and pool._claimable is None
         assert [r.worker for r in second] == [0, 1, 0, 1] == [values[r.task][0] for r in second]
 

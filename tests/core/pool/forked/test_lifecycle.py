@@ -3,11 +3,13 @@ busy, idle or retired, leaves no worker running or unreaped and waits a bounded 
 while forking; a pool nobody closed does not hang the interpreter's exit."""
 
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +27,31 @@ def noop(ctx, worker):
 
 def _sleep(ctx, worker):
     time.sleep(ctx)
+
+
+def _hang_once_started(ctx, worker):
+    """Touch file ``ctx`` (the task has started), then hang."""
+    Path(ctx).touch()
+    time.sleep(60)
+
+
+def wait_for_file(path, limit=10.0):
+    """Wait until ``path`` exists (a task touched it): at once on an idle machine, ``limit`` s at most."""
+    for _ in range(int(limit / 0.005)):
+        if path.exists():
+            return
+        time.sleep(0.005)
+    pytest.fail(f"{path.name} not made within {limit} s")
+
+
+def answer_waiting(worker, limit=10.0):
+    """Wait until ``worker`` has written an answer the parent has not read (its answer pipe is readable)."""
+    assert select.select([worker.answer_fd], [], [], limit)[0], f"no answer from worker {worker.index}"
+
+
+def ended(worker, limit=10.0):
+    """Wait until ``worker``'s process has ended, without reaping it (its sentinel is readable)."""
+    assert select.select([worker.process.sentinel], [], [], limit)[0], f"worker {worker.index} still runs"
 
 
 def _double(task_ctx, worker):
@@ -91,10 +118,10 @@ def test_what_a_worker_answered_before_it_died_is_delivered():
         started_workers(p)
         p.submit(_double, 5)
         p.flush()
-        time.sleep(0.3)  # answered, not read: nobody waits
+        answer_waiting(p._executors[0])  # answered, not read: nobody waits
         p.submit(die, signal.SIGKILL)
         p.flush()
-        time.sleep(0.3)  # dead
+        ended(p._executors[0])  # dead, not reaped
         waited = p.wait(3, 30)
         assert waited.finished == 3 and p.n_completed() == 2
         assert [r.error for r in p.records[1:]] == [
@@ -106,7 +133,7 @@ def test_a_lost_worker_is_read_to_the_end_before_its_tasks_fail():
         started_workers(p)
         p.submit(_double, 5)
         p.flush()
-        time.sleep(0.3)  # answered, not read
+        answer_waiting(p._executors[0])  # answered, not read
         p.submit(die, signal.SIGKILL)
         p.flush()
         worker = p._executors[0]
@@ -158,12 +185,12 @@ def test_closing_a_busy_process_pool_ends_its_workers():
     handle = p.register(pids)
     p.submit(stuck, handle)
     p.submit(stuck, handle)
-    assert p.wait(2, timeout=0.5).timed_out
-    for _ in range(100):
+    p.flush()
+    for _ in range(1000):
         if pids.all():
             break
-        time.sleep(0.05)
-    assert pids.all()
+        time.sleep(0.005)
+    assert pids.all() and p.wait(2, timeout=0.0).timed_out
     p.close()
     for _ in range(100):
         if all(process_gone(int(pid)) for pid in pids):
@@ -203,17 +230,19 @@ def test_closing_an_idle_pool_gives_its_workers_close_seconds_in_all(monkeypatch
 
 
 def _deaf_sleep(ctx, worker):
-    """A task that ignores SIGTERM (as user code in a plugin's task may) and then hangs."""
+    """A task that ignores SIGTERM (as user code in a plugin's task may), says so (touches file ``ctx``), and
+    then hangs."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    time.sleep(ctx)
+    Path(ctx).touch()
+    time.sleep(60)
 
 
-def test_a_worker_that_ignores_sigterm_is_killed_not_left_running(capfd):
+def test_a_worker_that_ignores_sigterm_is_killed_not_left_running(capfd, tmp_path):
     """A second for SIGTERM, then SIGKILL and a second more: never an unbounded wait, nothing printed."""
     p = ProcessWorkerPool(1)
-    p.submit(_deaf_sleep, 60.0, worker=0)
+    p.submit(_deaf_sleep, str(tmp_path / "deaf"), worker=0)
     p.flush()
-    time.sleep(0.5)  # the task has started and set its handler
+    wait_for_file(tmp_path / "deaf")  # the task has started and set its handler
     processes = processes_of(p)
     t0 = time.monotonic()
     p.close()
@@ -223,17 +252,17 @@ def test_a_worker_that_ignores_sigterm_is_killed_not_left_running(capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_tasks_handed_over_or_queued_when_the_pool_closes_are_cancelled_not_run():
+def test_tasks_handed_over_or_queued_when_the_pool_closes_are_cancelled_not_run(tmp_path):
     """A stuck worker holds its batches: what was handed over behind it, and what was still queued here,
     fails with the thread pool's words when the pool closes; nothing stays in flight."""
     p = ProcessWorkerPool(1)
-    p.submit(_sleep, 60.0, worker=0)
+    p.submit(_hang_once_started, str(tmp_path / "started"), worker=0)
     p.flush()
     for _ in range(3):
         p.submit(noop, None, worker=0)
         p.flush()
     p.submit(noop, None, worker=0)  # queued, never flushed
-    time.sleep(0.2)
+    wait_for_file(tmp_path / "started")
     p.close()
     assert [r.error for r in p.records] == [CANCELLED] * 5
     assert p.in_flight == 0 and p.n_completed() == 0 and all(r.done for r in p.records)
@@ -244,7 +273,7 @@ def test_what_workers_answered_before_a_busy_pool_closed_is_delivered():
         p.submit(_sleep, 60.0, worker=0)
         p.submit(_double, 4, worker=1)
         p.flush()
-        time.sleep(0.3)  # worker 1 has answered; nobody read it
+        answer_waiting(p._executors[1])  # worker 1 has answered; nobody read it
     assert [r.error for r in p.records] == [CANCELLED, None] and p.n_completed() == 1
 
 
@@ -265,12 +294,12 @@ def test_retired_workers_finish_their_tasks_then_exit_before_close():
         p.close()
 
 
-def test_close_after_retire_still_terminates_a_stuck_worker():
+def test_close_after_retire_still_terminates_a_stuck_worker(tmp_path):
     p = ProcessWorkerPool(2)
     processes = started_workers(p)
-    p.submit(_sleep, 60.0, worker=0)
+    p.submit(_hang_once_started, str(tmp_path / "started"), worker=0)
     p.retire()
-    time.sleep(0.2)  # the task has started
+    wait_for_file(tmp_path / "started")
     p.close()
     assert exit_codes(processes) == [-signal.SIGTERM, 0]
 
