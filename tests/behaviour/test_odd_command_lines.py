@@ -8,7 +8,7 @@ import os
 import pty
 import select
 import subprocess
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,17 +20,26 @@ DATA = Path(__file__).parent.parent / "data"
 
 
 def on_a_terminal(args: list[str], cwd: Path, columns: str, timeout: float = 60) -> tuple[int, str]:
-    """``nxgates ARGS`` with stdout and stderr on a pseudo-terminal; its exit status and everything shown."""
+    """``nxgates ARGS`` with stdout and stderr on a pseudo-terminal; its exit status and everything shown. A
+    command still running after ``timeout`` seconds is killed and fails the test."""
     leader, follower = pty.openpty()
     env = {**os.environ, "COLUMNS": columns, "TERM": "xterm"}
     env.pop("NO_COLOR", None)
     proc = subprocess.Popen([SCRIPT, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=follower,
                             stderr=follower, start_new_session=True)
     os.close(follower)
-    chunks, deadline = [], time.monotonic() + timeout
+    killed = []
+
+    def kill() -> None:
+        killed.append(timeout)
+        proc.kill()
+
+    hung = threading.Timer(timeout, kill)
+    hung.start()
+    chunks = []
     try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([leader], [], [], 0.5)
+        while True:
+            ready, _, _ = select.select([leader], [], [], 0.1)
             if ready:
                 try:
                     data = os.read(leader, 65536)
@@ -39,15 +48,18 @@ def on_a_terminal(args: list[str], cwd: Path, columns: str, timeout: float = 60)
                 if not data:
                     break
                 chunks.append(data)
-            elif proc.poll() is not None:
+            elif proc.poll() is not None:  # ended; a worker of its may still hold the terminal
                 break
-        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        code = proc.wait()
     finally:
+        hung.cancel()
         os.close(leader)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return code, b"".join(chunks).decode(errors="replace")
+    shown = b"".join(chunks).decode(errors="replace")
+    assert not killed, f"nxgates {' '.join(args)} still running after {timeout} s: {shown[-1500:]}"
+    return code, shown
 
 
 TERMINAL_RUNS = {
