@@ -1,10 +1,17 @@
 import os
+import signal
 
 import pytest
 from click.testing import CliRunner
 
 # which tests share an xdist worker, and the /dev/shm check across workers (tests/_xdist.py)
 pytest_plugins = ["tests._xdist"]
+
+# A suite started with SIGINT ignored (``pytest &`` from a script) would pass that on to every process it starts,
+# across exec, and the Ctrl-C tests would find nxgates deaf to it. The default handler is restored at once: pytest
+# handles Ctrl-C itself, and the processes it starts (xdist's workers, the commands under test) get the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
