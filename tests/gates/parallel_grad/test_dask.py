@@ -214,19 +214,21 @@ def test_ctrl_c_and_timeout_leave_no_worker_process_behind(tmp_path):
     import signal
     import uuid
 
+    from nxgates.core.pool.shm import owned_files
+
     script = shutil.which("nxgates", path=str(BIN))
     tag = uuid.uuid4().hex
     env = {**os.environ, "NXGATES_TEST_TAG": tag}
-    # Ctrl-C while the LocalCluster starts (its first worker process is up), then while the gate runs
-    for processes, settle in ((2, 0.0), (3, 0.3)):
+    # Ctrl-C while the LocalCluster starts (its first worker process is up), then while the gate runs (its rows
+    # are mapped in /dev/shm)
+    for ready in (lambda proc: len(tagged_processes(tag)) >= 2, lambda proc: bool(owned_files(proc.pid))):
         proc = subprocess.Popen([script, "run", "parallel-grad", "--executor", "dask", "--preset", "medium",
                                  "--repeat", "3"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 30
-            while len(tagged_processes(tag)) < processes and time.monotonic() < deadline:
+            while not ready(proc) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            time.sleep(settle)
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=30)
         finally:
