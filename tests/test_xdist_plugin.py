@@ -27,6 +27,9 @@ def test_leaves_nothing():
 
 TIDY = """
 import os
+import time
+from pathlib import Path
+
 from nxgates.core.pool.shm import make_file
 
 def test_removes_its_file():
@@ -34,14 +37,23 @@ def test_removes_its_file():
 
 def test_leaves_nothing():
     pass
-"""
+
+def ran_on(name):
+    (Path(__file__).parent / f"{name}.worker").write_text(os.environ["PYTEST_XDIST_WORKER"])
+""" + "".join(f"""
+def test_needs_the_clock_{i}():
+    time.sleep(0.05)
+    assert time.monotonic() > 0
+    ran_on("clock-{i}")
+""" for i in range(6))
 
 
 def session(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     """pytest on two workers over one test file, with the project's conftest as a plugin."""
     (tmp_path / "test_one.py").write_text(source)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-n", "2",
-                           "-rP", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path / "test_one.py")],
+                           "--dist", "loadgroup", "-rP", "-c", os.devnull, "--rootdir", str(tmp_path),
+                           str(tmp_path / "test_one.py")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
@@ -56,9 +68,24 @@ def test_a_file_a_worker_left_in_dev_shm_fails_the_run(tmp_path):
             os.unlink(leaked)
 
 
-def test_workers_that_remove_their_files_pass(tmp_path):
-    done = session(tmp_path, TIDY)
-    assert done.returncode == 0 and "2 passed" in done.stdout and "left in /dev/shm" not in done.stdout, done.stdout
+@pytest.fixture(scope="module")
+def tidy(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A session whose tests leave nothing in /dev/shm, six of them timed (whole_machine)."""
+    directory = tmp_path_factory.mktemp("tidy")
+    return directory, session(directory, TIDY)
+
+
+def test_workers_that_remove_their_files_pass(tidy):
+    _, done = tidy
+    assert done.returncode == 0 and "8 passed" in done.stdout and "left in /dev/shm" not in done.stdout, done.stdout
+
+
+def test_the_tests_that_need_the_machine_run_on_one_worker(tidy):
+    """What ``make test`` relies on: --dist loadgroup really hands a group to one worker, one test after another
+    (a pytest or xdist that dropped the groups would spread these six over both workers)."""
+    directory, _ = tidy
+    workers = {p.read_text() for p in directory.glob("clock-*.worker")}
+    assert len(list(directory.glob("clock-*.worker"))) == 6 and len(workers) == 1, workers
 
 
 # the signatures are joined at run time, so that this module's own source does not match what it checks
