@@ -142,7 +142,7 @@ LONG_DASK_RUN = ["run", "parallel-grad", "--executor", "dask", "--set", "workers
                  "--timeout", "120", "--json", "r.json"]
 #: a timeout that passes in the first run's work (its workers' start-up tasks in flight) or, where a cluster
 #: starts fast, in a later run's
-SHORT_TIMEOUT = "3"
+SHORT_TIMEOUT = "2"
 
 
 def stop_a_dask_run(tmp_path: Path, how: signal.Signals | None) -> tuple[Done, list[str]]:
