@@ -300,6 +300,8 @@ def test_close_after_retire_still_terminates_a_stuck_worker(tmp_path):
     p.submit(_hang_once_started, str(tmp_path / "started"), worker=0)
     p.retire()
     wait_for_file(tmp_path / "started")
+    processes[1].join(10)  # the idle worker, asked to stop by retire(), exits on its own
+    assert exit_codes(processes) == [None, 0]
     p.close()
     assert exit_codes(processes) == [-signal.SIGTERM, 0]
 
