@@ -62,7 +62,9 @@ POOL_FAULTS: dict[str, type] = {"single-worker": SingleWorker, "drop-task": Drop
 
 class PlantedHooks(ExampleHooks):
     """Inside one example's pass: the hidden layer drifts by ``drift`` thousandths (nondeterministic), and
-    ``barrier`` holds the task until every worker's first example is recorded on the one arena (shared-arena)."""
+    ``barrier`` holds the task twice (shared-arena): once every worker's first example has written its hidden
+    layer to the one arena, so all but the last writer read another example's values on (whatever the
+    scheduler does next), and again before the backward sweeps, so they also overlap on the gradients."""
 
     def __init__(self, drift: int, barrier: Any = None):
         self.drift, self.barrier = drift, barrier
@@ -70,6 +72,8 @@ class PlantedHooks(ExampleHooks):
     def after_hidden(self, tape: Tape, hidden: Node) -> None:
         if self.drift:
             tape.val(hidden)[...] += F32(self.drift) * F32(0.001)
+        if self.barrier is not None:
+            self.barrier.wait()
 
     def before_backward(self) -> None:
         if self.barrier is not None:
