@@ -31,14 +31,18 @@ run: compile
 # XDIST= runs it in one process, as `pytest` alone does.
 XDIST ?= -n auto --dist loadgroup
 
+# The suite starts some three hundred Python processes (the console script, pool workers, pytest sessions). With
+# PYTHONDONTWRITEBYTECODE set, as on CI, each would compile its modules from source, and pytest rewrite the asserts
+# of every plugin's package (hypothesis, nxgates) again: the suite writes its bytecode caches (__pycache__,
+# ignored by git) so that each module is compiled once per checkout, not once per process.
 test: $(VENV)/.dev-installed
-	$(PY) -m pytest -q $(XDIST)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q $(XDIST)
 
 # The edit loop: the last run's failures first, stop at the first failure, and leave out the tests that need the
 # machine (marked whole_machine by tests/_xdist.py: Dask clusters, signals, wall-clock bounds; most of the suite's
 # waiting). `make test` runs them all.
 test-fast: $(VENV)/.dev-installed
-	$(PY) -m pytest -q $(XDIST) --ff -x -m "not whole_machine"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q $(XDIST) --ff -x -m "not whole_machine"
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
