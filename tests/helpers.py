@@ -46,6 +46,11 @@ def record_made(monkeypatch, owner, name: str) -> list:
     return made
 
 
+#: for a pytest session a test starts: neither hypothesis's plugin nor nxgates' is loaded (the first imports all of
+#: hypothesis, the second nxgates' plan; a second or more of start-up each, and the session uses neither)
+QUIET_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:nxgates")
+
+
 def run_script(*args, cwd, stdin=subprocess.DEVNULL, timeout=60):
     """The console script in a subprocess."""
     return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, stdin=stdin, timeout=timeout)

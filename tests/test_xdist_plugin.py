@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests import _xdist
+from tests.helpers import QUIET_PLUGINS
 
 pytest.importorskip("xdist")
 
@@ -54,9 +55,9 @@ def test_needs_the_clock_{i}():
 def session(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     """pytest on two workers over one test file, with the project's conftest as a plugin."""
     (tmp_path / "test_one.py").write_text(source)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-n", "2",
-                           "--dist", "loadgroup", "-rP", "-c", os.devnull, "--rootdir", str(tmp_path),
-                           str(tmp_path / "test_one.py")],
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                           *QUIET_PLUGINS, "-n", "2", "--dist", "loadgroup", "-rP", "-c", os.devnull,
+                           "--rootdir", str(tmp_path), str(tmp_path / "test_one.py")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import QUIET_PLUGINS
+
 ROOT = Path(__file__).resolve().parents[3]
 
 LEAKY = """
@@ -27,7 +29,8 @@ def test_removes_its_file():
 def session(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     """pytest on one test file, with the project's conftest as a plugin."""
     (tmp_path / "test_one.py").write_text(source)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-s",
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                           *QUIET_PLUGINS, "-s",
                            "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path / "test_one.py")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
