@@ -54,6 +54,8 @@ class Module:
         self.wide_fixture = bool(WIDE_FIXTURE.search(source))
         refs: dict[str, set[str]] = {}
         self.machine: set[str] = set()
+        if not NEEDS_THE_MACHINE.search(source):  # nothing anywhere in it, comments included: most modules
+            return
         try:
             tree = ast.parse(source)
         except SyntaxError:
