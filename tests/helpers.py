@@ -46,11 +46,6 @@ def record_made(monkeypatch, owner, name: str) -> list:
     return made
 
 
-#: for a pytest session a test starts: neither hypothesis's plugin nor nxgates' is loaded (the first imports all of
-#: hypothesis, the second nxgates' plan; a second or more of start-up each, and the session uses neither)
-QUIET_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:nxgates")
-
-
 def run_script(*args, cwd, stdin=subprocess.DEVNULL, timeout=60):
     """The console script in a subprocess."""
     return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, stdin=stdin, timeout=timeout)
@@ -160,6 +155,40 @@ def process_gone(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+# ---- the process pool's workers, and pytest sessions a test starts ------------------------------------------
+
+
+def _no_task(ctx, worker):
+    return None
+
+
+def processes_of(pool):
+    """The processes of a process pool's workers that have started."""
+    return [w.process for w in pool._executors if w.process is not None]
+
+
+def started_workers(pool):
+    """Start each worker of a process pool (a task on each) and return its processes."""
+    for w in range(pool.n_workers):
+        pool.submit(_no_task, None, worker=w)
+    assert pool.wait(pool.n_completed() + pool.n_workers, 10).reached
+    return processes_of(pool)
+
+
+#: the repository's root: where a test's pytest session runs, so that ``tests.conftest`` imports
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_session(tmp_path: Path, source: str, *args: str) -> subprocess.CompletedProcess:
+    """pytest (with ``args``) over one test file of ``source``, the project's conftest as a plugin and neither
+    hypothesis's plugin nor nxgates' (the session uses neither; each costs a second or more of start-up)."""
+    (tmp_path / "test_one.py").write_text(source)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                           "-p", "no:hypothesispytest", "-p", "no:nxgates", *args, "-c", os.devnull,
+                           "--rootdir", str(tmp_path), str(tmp_path / "test_one.py")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 # ---- the packaged gates.toml, as the registry's and its parse cache's tests read it --------------------------

@@ -3,18 +3,15 @@ process of its own) and passes one that does not; the tests that need the machin
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from tests import _xdist
-from tests.helpers import QUIET_PLUGINS
+from tests.helpers import pytest_session
 
 pytest.importorskip("xdist")
-
-ROOT = Path(__file__).resolve().parents[1]
 
 LEAKY = """
 from nxgates.core.pool.shm import make_file
@@ -54,11 +51,7 @@ def test_needs_the_clock_{i}():
 
 def session(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     """pytest on two workers over one test file, with the project's conftest as a plugin."""
-    (tmp_path / "test_one.py").write_text(source)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider",
-                           *QUIET_PLUGINS, "-n", "2", "--dist", "loadgroup", "-rP", "-c", os.devnull,
-                           "--rootdir", str(tmp_path), str(tmp_path / "test_one.py")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return pytest_session(tmp_path, source, "-n", "2", "--dist", "loadgroup", "-rP")
 
 
 def test_a_file_a_worker_left_in_dev_shm_fails_the_run(tmp_path):

@@ -3,12 +3,9 @@ when every test passed."""
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers import QUIET_PLUGINS
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.helpers import pytest_session
 
 LEAKY = """
 from nxgates.core.pool.shm import make_file
@@ -28,11 +25,7 @@ def test_removes_its_file():
 
 def session(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     """pytest on one test file, with the project's conftest as a plugin."""
-    (tmp_path / "test_one.py").write_text(source)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider",
-                           *QUIET_PLUGINS, "-s",
-                           "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path / "test_one.py")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return pytest_session(tmp_path, source, "-s")
 
 
 def test_a_file_left_in_dev_shm_fails_the_session(tmp_path):

@@ -18,7 +18,7 @@ from nxgates.core.pool import ProcessWorkerPool, resolve
 from nxgates.core.pool.forked import lifecycle
 from nxgates.core.pool.forked import pool as forked_pool
 from nxgates.core.pool.interface import CANCELLED
-from tests.helpers import process_gone
+from tests.helpers import process_gone, processes_of, started_workers
 
 
 def noop(ctx, worker):
@@ -56,18 +56,6 @@ def ended(worker, limit=10.0):
 
 def _double(task_ctx, worker):
     return 2 * task_ctx
-
-
-def processes_of(pool):
-    return [w.process for w in pool._executors if w.process is not None]
-
-
-def started_workers(pool):
-    """Start each worker of a process pool (a task on each) and return its processes."""
-    for w in range(pool.n_workers):
-        pool.submit(noop, None, worker=w)
-    assert pool.wait(pool.n_completed() + pool.n_workers, 10).reached
-    return processes_of(pool)
 
 
 def exit_codes(processes):

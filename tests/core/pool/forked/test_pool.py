@@ -22,6 +22,7 @@ from nxgates.core.cpus import auto_workers
 from nxgates.core.pool import ProcessWorkerPool
 from nxgates.core.pool.forked import pool as forked_pool
 from nxgates.core.pool.interface import CANCELLED
+from tests.helpers import started_workers
 
 
 def _double(task_ctx, worker):
@@ -168,18 +169,6 @@ def test_arrays_and_barriers_and_registered_objects_must_come_before_the_first_t
 
 def _sleep(ctx, worker):
     time.sleep(ctx)
-
-
-def processes_of(pool):
-    return [w.process for w in pool._executors if w.process is not None]
-
-
-def started_workers(pool):
-    """Start each worker of a process pool (a task on each) and return its processes."""
-    for w in range(pool.n_workers):
-        pool.submit(noop, None, worker=w)
-    assert pool.wait(pool.n_completed() + pool.n_workers, 10).reached
-    return processes_of(pool)
 
 
 def test_the_parent_runs_no_helper_thread():
