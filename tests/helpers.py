@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from nxgates import registry
+from nxgates.core.pool import ProcessWorkerPool
 from nxgates.core.tape import F32
 from nxgates.gatekit import RunContext
 from tests.oracles.seed_lora import seed_lora
@@ -164,6 +165,18 @@ def _no_task(ctx, worker):
     return None
 
 
+def add(ctx, worker):
+    """A task whose answer names its worker."""
+    return ctx + 10 * worker
+
+
+def fail_on_two(ctx, worker):
+    """A task that raises for ``ctx`` 2 only."""
+    if ctx == 2:
+        raise ValueError(f"task {ctx} on worker {worker} failed")
+    return ctx
+
+
 def processes_of(pool):
     """The processes of a process pool's workers that have started."""
     return [w.process for w in pool._executors if w.process is not None]
@@ -175,6 +188,18 @@ def started_workers(pool):
         pool.submit(_no_task, None, worker=w)
     assert pool.wait(pool.n_completed() + pool.n_workers, 10).reached
     return processes_of(pool)
+
+
+class HoldingPool(ProcessWorkerPool):
+    """A process pool that holds its tasks' records (``held``) instead of queueing them: tasks in flight, no
+    worker started."""
+
+    def __init__(self, n_workers: int):
+        super().__init__(n_workers)
+        self.held = []
+
+    def _dispatch(self, worker, fn, ctx, record, on_result):
+        self.held.append(record)
 
 
 #: the repository's root: where a test's pytest session runs, so that ``tests.conftest`` imports

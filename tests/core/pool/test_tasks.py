@@ -8,16 +8,7 @@ import threading
 import pytest
 
 from nxgates.core.pool.tasks import describe, run_tasks, sendable
-
-
-def add(ctx, worker):
-    return ctx + 10 * worker
-
-
-def fail_on_two(ctx, worker):
-    if ctx == 2:
-        raise ValueError(f"task {ctx} on worker {worker} failed")
-    return ctx
+from tests.helpers import add, fail_on_two
 
 
 def leave(ctx, worker):

@@ -16,16 +16,7 @@ from nxgates.core.pool import ProcessWorkerPool
 from nxgates.core.pool.forked import child
 from nxgates.core.pool.forked.child import _end_with_parent, _quiet_worker
 from nxgates.core.pool.forked.lifecycle import STOP_SIGNALS
-
-
-def add(ctx, worker):
-    return ctx + 10 * worker
-
-
-def fail_on_two(ctx, worker):
-    if ctx == 2:
-        raise ValueError(f"task {ctx} on worker {worker} failed")
-    return ctx
+from tests.helpers import add, fail_on_two
 
 
 @pytest.fixture

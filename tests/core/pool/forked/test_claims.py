@@ -15,6 +15,7 @@ import pytest
 from nxgates.core.pool import ProcessWorkerPool, ThreadWorkerPool
 from nxgates.core.pool.forked.claims import ClaimableTasks, run_claims
 from nxgates.core.pool.interface import CANCELLED
+from tests.helpers import HoldingPool
 
 
 def whoami(ctx, worker):
@@ -245,13 +246,6 @@ def test_the_thread_pool_runs_a_movable_task_where_it_was_dealt():
 
 # ---- the parent's bookkeeping and the worker's claims, without workers ------------------------------------
 
-class Holding(ProcessWorkerPool):
-    """A process pool that holds its tasks' records instead of queueing them: tasks in flight, no worker."""
-
-    def _dispatch(self, worker, fn, ctx, record, on_result):
-        self.held.append(record)
-
-
 def in_flight(pool, n):
     """``n`` tasks submitted and held, dealt round-robin; their records."""
     pool.held = []
@@ -266,7 +260,7 @@ def claimable(pool, records, participants):
 
 
 def test_each_claimed_task_is_delivered_by_its_worker_and_the_unclaimed_fail_once_none_is_waiting():
-    with Holding(2) as pool:
+    with HoldingPool(2) as pool:
         records = in_flight(pool, 3)
         group = claimable(pool, records, {0, 1})
         pool._claims_answered(group, 1, None, [(0, None, "v"), (2, "ValueError: x", None)])
@@ -281,7 +275,7 @@ def test_each_claimed_task_is_delivered_by_its_worker_and_the_unclaimed_fail_onc
 
 
 def test_claimable_tasks_nobody_delivered_fail_with_the_first_reason_a_worker_did_not_answer():
-    with Holding(2) as pool:
+    with HoldingPool(2) as pool:
         records = in_flight(pool, 2)
         group = claimable(pool, records, {0, 1, 2})
         pool._claims_answered(group, 2, "SystemExit: 1", None)
@@ -291,7 +285,7 @@ def test_claimable_tasks_nobody_delivered_fail_with_the_first_reason_a_worker_di
 
 
 def test_a_batch_that_could_not_be_sent_gives_its_claimable_tasks_the_exceptions_words():
-    with Holding(2) as pool:
+    with HoldingPool(2) as pool:
         records = in_flight(pool, 1)
         group = claimable(pool, records, {0, 1})
         pool._claims_answered(group, 0, pickle.PicklingError("cannot pickle 'lock'"), None)
@@ -300,7 +294,7 @@ def test_a_batch_that_could_not_be_sent_gives_its_claimable_tasks_the_exceptions
 
 
 def test_claimable_tasks_every_worker_answered_without_running_fail_saying_so():
-    with Holding(2) as pool:
+    with HoldingPool(2) as pool:
         records = in_flight(pool, 1)
         group = claimable(pool, records, {0, 1})
         pool._claims_answered(group, 0, None, [])

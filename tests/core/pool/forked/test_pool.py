@@ -22,7 +22,7 @@ from nxgates.core.cpus import auto_workers
 from nxgates.core.pool import ProcessWorkerPool
 from nxgates.core.pool.forked import pool as forked_pool
 from nxgates.core.pool.interface import CANCELLED
-from tests.helpers import started_workers
+from tests.helpers import HoldingPool, started_workers
 
 
 def _double(task_ctx, worker):
@@ -342,13 +342,6 @@ def items_for(records, on_result=None):
     return [(noop, None, r, on_result) for r in records]
 
 
-class Holding(ProcessWorkerPool):
-    """A process pool that holds its tasks' records instead of queueing them: tasks in flight, no worker."""
-
-    def _dispatch(self, worker, fn, ctx, record, on_result):
-        self.held.append(record)
-
-
 def in_flight(pool, n):
     """``n`` tasks submitted and held; their records."""
     pool.held = []
@@ -359,7 +352,7 @@ def in_flight(pool, n):
 
 def test_a_delivered_batch_gives_each_outcome_to_its_task_in_order():
     got = []
-    with Holding(2) as pool:
+    with HoldingPool(2) as pool:
         records = in_flight(pool, 3)
         items = items_for(records[:2], got.append) + items_for(records[2:])
         pool._deliver_batch(items, [(None, 5), ("ValueError: bad", None), (None, 6)])
@@ -369,14 +362,14 @@ def test_a_delivered_batch_gives_each_outcome_to_its_task_in_order():
 
 
 def test_a_batch_answered_with_one_reason_fails_each_of_its_tasks_with_it():
-    with Holding(2) as pool:
+    with HoldingPool(2) as pool:
         records = in_flight(pool, 2)
         pool._deliver_batch(items_for(records), "SystemExit: 3")
         assert [r.error for r in records] == ["SystemExit: 3"] * 2 and pool.in_flight == 0
 
 
 def test_a_batch_whose_outcomes_do_not_match_its_tasks_is_refused_and_none_stays_in_flight():
-    with Holding(2) as pool:
+    with HoldingPool(2) as pool:
         records = in_flight(pool, 2)
         with pytest.raises(ValueError, match="zip"):
             pool._deliver_batch(items_for(records), [(None, 1)])
@@ -392,7 +385,7 @@ def test_delivering_stopped_by_ctrl_c_cancels_the_tasks_not_yet_delivered():
             raise KeyboardInterrupt
         got.append(value)
 
-    with Holding(2) as pool:
+    with HoldingPool(2) as pool:
         records = in_flight(pool, 4)
         with pytest.raises(KeyboardInterrupt):
             pool._deliver_batch(items_for(records, on_result), [(None, n + 1) for n in range(4)])
@@ -405,7 +398,7 @@ def frames(*payloads: bytes) -> bytes:
 
 
 def test_an_answer_that_cannot_be_unpickled_fails_its_batch():
-    with Holding(1) as pool:
+    with HoldingPool(1) as pool:
         worker = pool._executors[0]
         records = in_flight(pool, 2)
         worker.unanswered.append(items_for(records))
