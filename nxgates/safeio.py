@@ -15,6 +15,7 @@ import contextlib
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -188,15 +189,26 @@ def discard_output(out: PendingOutput) -> None:
         os.unlink(out.tmp)
 
 
-def write_output(path: str, data: bytes, flag: str) -> None:
-    """``data`` written whole to ``path`` under the policy above."""
+@contextlib.contextmanager
+def output_file(path: str, flag: str) -> Iterator[BinaryIO]:
+    """The file to write ``path``'s new content to, under the policy above: committed when the block ends,
+    discarded (the target left as it was) when it raises; a write that fails is one line naming ``flag``."""
     out = open_output(path, flag)
     try:
-        out.fh.write(data)
+        yield out.fh
     except OSError as exc:
         discard_output(out)
         raise ConfigError(f"{flag} {shown(path)}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:
+        discard_output(out)
+        raise
     commit_output(out)
+
+
+def write_output(path: str, data: bytes, flag: str) -> None:
+    """``data`` written whole to ``path`` under the policy above."""
+    with output_file(path, flag) as fh:
+        fh.write(data)
 
 
 def same_file_key(path: str) -> tuple[int, int] | None:

@@ -87,6 +87,21 @@ def test_a_target_that_became_a_symlink_before_the_rename_is_left_alone(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npy", "precious"]
 
 
+@pytest.mark.parametrize("failure, caught", [(OSError(28, "No space left on device"), ConfigError),
+                                             (KeyboardInterrupt(), KeyboardInterrupt)])
+def test_an_output_whose_writing_fails_leaves_the_target_as_it_was(tmp_path, failure, caught):
+    """A full disk is one line naming the option; any other ending (Ctrl-C) goes on as it was. Either way the
+    old content stays and no temporary file is left beside it."""
+    target = tmp_path / "r.json"
+    target.write_text("old")
+    with pytest.raises(caught) as raised, safeio.output_file(str(target), "--json") as fh:
+        fh.write(b"half")
+        raise failure
+    if caught is ConfigError:
+        assert str(raised.value) == f"--json {target}: cannot write: No space left on device"
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
 def test_dash_is_stdout_only_where_allowed():
     safeio.output_path("-", "--json")
     with pytest.raises(ConfigError, match="--save-grads needs a file path"):

@@ -11,9 +11,8 @@ from typing import Any
 import numpy as np
 
 from nxgates.core.memory import require
-from nxgates.errors import ConfigError
 from nxgates.gatekit import INPUT_DTYPES, InputSpec, ParamValue
-from nxgates.safeio import commit_output, discard_output, open_output
+from nxgates.safeio import output_file
 from nxgates.tensors.read import FORMAT_VERSION, META
 
 FLAG = "--out"  #: the option that names the file, in messages
@@ -48,16 +47,7 @@ def write_npz(path: str, gate: str, params: dict[str, ParamValue], arrays: dict[
     keeping an existing file's mode."""
     meta = json.dumps({"format": FORMAT_VERSION, "gate": gate, "params": params}, sort_keys=True)
     members: dict[str, Any] = {**arrays, META: np.array(meta)}
-    out = open_output(path, FLAG)
-    try:
-        with zipfile.ZipFile(out.fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for name, arr in members.items():  # what np.savez writes, with pickling refused
-                with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, arr, allow_pickle=False)
-    except OSError as exc:
-        discard_output(out)
-        raise ConfigError(f"{FLAG} {path}: cannot write: {exc.strerror or exc}") from None
-    except BaseException:
-        discard_output(out)
-        raise
-    commit_output(out)
+    with output_file(path, FLAG) as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, arr in members.items():  # what np.savez writes, with pickling refused
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, arr, allow_pickle=False)
